@@ -1,0 +1,248 @@
+"""The tool-call pipeline every kernos tool goes through.
+
+``raw args ─prepare→ dict ─schema→ params ─validate→ ok | ToolError ─execute→ ToolResult``
+
+Errors come in three families (STYLE.md §8):
+
+* **Model errors** — the arguments are wrong. They never raise out of :func:`call_tool`; the model
+  gets a :class:`ToolResult` with ``is_error=True`` and a ``code`` in ``details`` so it can retry:
+  ``invalid_json`` (unparseable argument text), ``invalid_arguments`` (schema), or the tool's own
+  semantic code from :class:`ToolError`.
+* **Developer mistakes** — a broken ``ToolSpec`` (not a pydantic model, a bad name): raised early as
+  ``TypeError``/``ValueError`` when the spec is built.
+* **Runtime failures** inside ``execute`` — returned as ``tool_failed`` with the exception text, so
+  one broken tool never takes the whole session down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+P = TypeVar("P", bound=BaseModel)
+
+Stage = Literal["json", "schema", "semantic", "execute"]
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ToolError(Exception):
+    """A semantic rejection the model should read and act on.
+
+    Args:
+        code: a stable machine code (``prompt_and_tasks``); kept in logs and the store.
+        message: the sentence the model reads; says what is wrong and what to do.
+        details: structured extras for logs and UIs.
+    """
+
+    def __init__(self, code: str, message: str, details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+    def __repr__(self) -> str:
+        return f"ToolError(code={self.code!r}, message={self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolError):
+            return NotImplemented
+        return (self.code, self.message, self.details) == (other.code, other.message, other.details)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call produced: ``text`` for the model, ``details`` for logs, the UI and the store."""
+
+    text: str
+    details: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+    @property
+    def code(self) -> str | None:
+        """The error code, when this result is a rejection."""
+        code = self.details.get("code")
+        return code if isinstance(code, str) else None
+
+    @property
+    def stage(self) -> Stage | None:
+        """Which pipeline stage rejected the call (``json``, ``schema``, ``semantic``, ``execute``)."""
+        stage = self.details.get("stage")
+        return stage if stage in ("json", "schema", "semantic", "execute") else None
+
+    @classmethod
+    def from_error(cls, error: ToolError, *, stage: Stage = "semantic", tool: str = "") -> ToolResult:
+        details = {**error.details, "code": error.code, "stage": stage}
+        if tool:
+            details["tool"] = tool
+        return cls(text=error.message, details=details, is_error=True)
+
+
+@dataclass
+class ToolContext:
+    """What ``execute`` may know about the call besides its arguments.
+
+    The boundary knows nothing of sessions or stores; callers put their handles in ``extras``.
+    """
+
+    agent: str = "main"
+    session_id: str | None = None
+    tool_call_id: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def _identity_prepare(raw: Any) -> dict[str, Any]:
+    return dict(raw) if isinstance(raw, dict) else {}
+
+
+def _no_validate(params: Any) -> ToolError | None:
+    return None
+
+
+Execute = Callable[[P, ToolContext], Awaitable["ToolResult | str"]]
+
+
+@dataclass(frozen=True)
+class ToolSpec(Generic[P]):
+    """One tool: its model-facing name, description and schema, and the four pipeline stages.
+
+    Args:
+        name: the tool name the model calls (``^[A-Za-z0-9_-]{1,64}$``; providers reject others).
+        description: what the model reads about the tool.
+        params: the pydantic model the prepared arguments are validated against.
+        execute: ``async (params, ctx) -> ToolResult | str``.
+        prepare: ``raw -> dict``; turns padding into absence; must not raise.
+        validate: ``params -> ToolError | None``; semantic rules after the schema.
+        json_schema: overrides the schema shown to the model (default: from ``params``).
+        max_retries: how many schema failures the model may make on this tool in a row.
+    """
+
+    name: str
+    description: str
+    params: type[P]
+    execute: Execute[P]
+    prepare: Callable[[Any], dict[str, Any]] = _identity_prepare
+    validate: Callable[[P], ToolError | None] = _no_validate
+    json_schema: dict[str, Any] | None = None
+    max_retries: int = 3
+
+    def __post_init__(self) -> None:
+        if not _TOOL_NAME.match(self.name):
+            raise ValueError(
+                f"tool name {self.name!r} is not valid: use 1-64 letters, digits, '_' or '-'"
+            )
+        if not (isinstance(self.params, type) and issubclass(self.params, BaseModel)):
+            raise TypeError(f"tool {self.name!r}: params must be a pydantic BaseModel subclass")
+        if not asyncio.iscoroutinefunction(self.execute):
+            raise TypeError(f"tool {self.name!r}: execute must be an async function")
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema the model sees for this tool's arguments."""
+        if self.json_schema is not None:
+            return self.json_schema
+        return self.params.model_json_schema()
+
+
+def _describe_location(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for piece in loc:
+        if isinstance(piece, int):
+            parts.append(f"[{piece}]")
+        else:
+            parts.append(f".{piece}" if parts else piece)
+    return "".join(parts) or "(arguments)"
+
+
+def schema_error_text(tool: str, error: ValidationError) -> str:
+    """The retry message for a schema failure: names the tool, each bad field and the fix."""
+    lines = [f"Invalid arguments for tool `{tool}`:"]
+    for issue in error.errors(include_url=False):
+        where = _describe_location(tuple(issue["loc"]))
+        got = issue.get("input")
+        shown = json.dumps(got, ensure_ascii=False, default=str)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        if issue["type"] == "missing":
+            lines.append(f"- `{where}`: required field is missing; add it.")
+        elif issue["type"] == "extra_forbidden":
+            lines.append(f"- `{where}`: unknown field; remove it.")
+        else:
+            lines.append(f"- `{where}`: {issue['msg']} (got {shown}).")
+    lines.append(f"Fix these fields and call `{tool}` again.")
+    return "\n".join(lines)
+
+
+async def call_tool(spec: ToolSpec[Any], raw_args: Any, ctx: ToolContext | None = None) -> ToolResult:
+    """Run the whole pipeline for one call. Never raises for bad arguments.
+
+    Args:
+        spec: the tool.
+        raw_args: a dict, or the raw JSON text a provider sent (``None`` and ``""`` mean ``{}``).
+        ctx: the call context; a default one is made when omitted.
+    """
+    ctx = ctx or ToolContext()
+    if isinstance(raw_args, bytes | bytearray):
+        raw_args = raw_args.decode("utf-8", errors="replace")
+    if isinstance(raw_args, str):
+        if not raw_args.strip():
+            raw_args = {}
+        else:
+            try:
+                raw_args = json.loads(raw_args)
+            except json.JSONDecodeError as exc:
+                return ToolResult(
+                    text=(
+                        f"The arguments for tool `{spec.name}` are not valid JSON ({exc.msg} at "
+                        f"position {exc.pos}). Send one JSON object with the tool's fields."
+                    ),
+                    details={"code": "invalid_json", "stage": "json", "tool": spec.name},
+                    is_error=True,
+                )
+    try:
+        prepared = spec.prepare(raw_args)
+    except Exception as exc:  # a prepare that raises is a bug; the model still gets an answer
+        return ToolResult(
+            text=f"Tool `{spec.name}` could not read its arguments: {exc}",
+            details={"code": "prepare_failed", "stage": "schema", "tool": spec.name},
+            is_error=True,
+        )
+    try:
+        params = spec.params.model_validate(prepared)
+    except ValidationError as exc:
+        return ToolResult(
+            text=schema_error_text(spec.name, exc),
+            details={
+                "code": "invalid_arguments",
+                "stage": "schema",
+                "tool": spec.name,
+                "errors": [
+                    {"loc": list(e["loc"]), "type": e["type"], "msg": e["msg"]}
+                    for e in exc.errors(include_url=False)
+                ],
+            },
+            is_error=True,
+        )
+    rejection = spec.validate(params)
+    if rejection is not None:
+        return ToolResult.from_error(rejection, stage="semantic", tool=spec.name)
+    try:
+        outcome = await spec.execute(params, ctx)
+    except ToolError as exc:
+        return ToolResult.from_error(exc, stage="semantic", tool=spec.name)
+    except Exception as exc:
+        return ToolResult(
+            text=f"Tool `{spec.name}` failed: {type(exc).__name__}: {exc}",
+            details={"code": "tool_failed", "stage": "execute", "tool": spec.name},
+            is_error=True,
+        )
+    if isinstance(outcome, str):
+        return ToolResult(text=outcome)
+    return outcome

@@ -1,0 +1,204 @@
+"""Cassettes: model turns recorded once and replayed offline.
+
+A cassette is JSON::
+
+    {"version": 1,
+     "turns": [{"match": "optional substring of the latest request message",
+                "text": "assistant text",
+                "tool_calls": [{"name": "task", "args": {...} | "raw json text", "id": "c1"}]}]}
+
+Replay serves, for each request, the first unused turn whose ``match`` occurs in the request's
+latest user/tool message (a turn without ``match`` fits any request), so one cassette can drive a
+parent and its children. A request no turn fits fails loudly, naming the request. Recording keeps
+message text and tool calls only: headers and keys are never seen, so they are never written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RequestUsage
+
+from kernos.runtime._store import redact
+
+
+class CassetteError(Exception):
+    """A cassette cannot be read, or cannot answer a request."""
+
+
+def latest_message_text(messages: Sequence[ModelMessage]) -> str:
+    """The text of the newest user prompt, tool result or retry prompt in a request."""
+    for message in reversed(messages):
+        if not isinstance(message, ModelRequest):
+            continue
+        texts: list[str] = []
+        for part in message.parts:
+            if isinstance(part, UserPromptPart):
+                content = part.content
+                texts.append(content if isinstance(content, str) else str(content))
+            elif isinstance(part, ToolReturnPart):
+                texts.append(part.model_response_str())
+            elif isinstance(part, RetryPromptPart):
+                texts.append(part.model_response())
+        if texts:
+            return "\n".join(texts)
+    return ""
+
+
+def _load_turns(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CassetteError(f"cassette {path} does not exist; check the replay: path") from None
+    except json.JSONDecodeError as exc:
+        raise CassetteError(f"cassette {path} is not valid JSON: {exc}") from None
+    turns = data.get("turns") if isinstance(data, dict) else None
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        raise CassetteError(f"cassette {path} must be an object with a list of turn objects")
+    return turns
+
+
+def _response_from_turn(turn: dict[str, Any], index: int) -> ModelResponse:
+    parts: list[TextPart | ToolCallPart] = []
+    if turn.get("text"):
+        parts.append(TextPart(str(turn["text"])))
+    for n, call in enumerate(turn.get("tool_calls") or []):
+        args = call.get("args", {})
+        parts.append(
+            ToolCallPart(
+                tool_name=str(call["name"]),
+                args=args if isinstance(args, str | dict) else json.dumps(args),
+                tool_call_id=str(call.get("id") or f"replay_{index}_{n}"),
+            )
+        )
+    if not parts:
+        parts.append(TextPart(""))
+    return ModelResponse(parts=parts, usage=RequestUsage(), model_name="replay")
+
+
+class ReplayModel(FunctionModel):
+    """A pydantic-ai model that answers from a cassette file (``replay:PATH``)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.cassette_path = Path(path)
+        self._turns = _load_turns(self.cassette_path)
+        self._used = [False] * len(self._turns)
+        self._lock = threading.Lock()
+        super().__init__(self._answer, model_name=f"replay:{self.cassette_path.name}")
+
+    @property
+    def remaining(self) -> int:
+        return self._used.count(False)
+
+    def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        latest = latest_message_text(messages)
+        with self._lock:
+            for index, turn in enumerate(self._turns):
+                if self._used[index]:
+                    continue
+                match = turn.get("match")
+                if match is None or str(match) in latest:
+                    self._used[index] = True
+                    return _response_from_turn(turn, index)
+        shown = latest if len(latest) <= 200 else latest[:197] + "..."
+        raise CassetteError(
+            f"cassette {self.cassette_path} has no turn left for this request "
+            f"(latest message: {shown!r}); record it again with --record"
+        )
+
+
+def _turn_from_response(messages: Sequence[ModelMessage], response: ModelResponse) -> dict[str, Any]:
+    turn: dict[str, Any] = {"match": latest_message_text(messages)[:120]}
+    text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    if text:
+        turn["text"] = text
+    calls = [
+        {"name": p.tool_name, "args": p.args, "id": p.tool_call_id}
+        for p in response.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    if calls:
+        turn["tool_calls"] = calls
+    return redact(turn)  # type: ignore[no-any-return]
+
+
+_RECORD_LOCK = threading.Lock()
+
+
+class RecordingModel(WrapperModel):
+    """Wraps a real model and writes every turn it answers to a cassette (``--record PATH``)."""
+
+    def __init__(
+        self, wrapped: Model, path: Path | str, turns: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(wrapped)
+        self.cassette_path = Path(path)
+        # several models of one run (parent, children) may share one cassette
+        self.turns: list[dict[str, Any]] = turns if turns is not None else []
+        self._lock = _RECORD_LOCK
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        self._record(messages, response)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        async with self.wrapped.request_stream(
+            messages, model_settings, model_request_parameters, run_context
+        ) as stream:
+            yield stream
+        self._record(messages, stream.get())
+
+    def _record(self, messages: Sequence[ModelMessage], response: ModelResponse) -> None:
+        with self._lock:
+            self.turns.append(_turn_from_response(messages, response))
+            write_cassette(self.cassette_path, self.turns)
+
+
+def write_cassette(path: Path, turns: list[dict[str, Any]]) -> None:
+    """Write a cassette atomically (a crash never leaves half a cassette)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"version": 1, "turns": turns}, ensure_ascii=False, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,95 @@
+"""Model strings → pydantic-ai models.
+
+``provider:name`` strings go to pydantic-ai; ``[models.ALIAS]`` tables add an endpoint and a key
+variable; ``openai-chat:NAME`` honours ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` so any
+OpenAI-compatible server works; ``replay:PATH`` answers from a cassette.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from kernos.runtime._cassette import CassetteError, ReplayModel
+from kernos.runtime._config import Config, ConfigError, NoModelError
+
+_NO_KEY = "kernos-no-key"  # local OpenAI-compatible servers usually ignore the key
+
+
+def pick_model_name(explicit: str | None, config: Config, agent_model: str | None = None) -> str:
+    """``--model``, else the agent's model, else ``KERNOS_MODEL``, else ``default_model``."""
+    for candidate in (explicit, agent_model, os.environ.get("KERNOS_MODEL"), config.default_model):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    raise NoModelError()
+
+
+def _openai_chat(name: str, base_url: str | None, api_key: str | None) -> Model:
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if api_key is None:
+        if base_url is None:
+            raise ConfigError(
+                None,
+                "OPENAI_API_KEY",
+                f"model openai-chat:{name} needs an API key",
+                "export OPENAI_API_KEY, or OPENAI_BASE_URL for a local OpenAI-compatible server",
+            )
+        api_key = _NO_KEY
+    return OpenAIChatModel(name, provider=OpenAIProvider(base_url=base_url, api_key=api_key))
+
+
+def resolve_model(name: str, config: Config) -> Model:
+    """Build the model called ``name`` (a model string or a config alias).
+
+    Raises:
+        ConfigError: unknown provider, missing key variable, unreadable cassette.
+    """
+    alias = config.models.get(name)
+    if alias is not None:
+        key: str | None = None
+        if alias.api_key_env:
+            key = os.environ.get(alias.api_key_env)
+            if key is None:
+                raise ConfigError(
+                    config.path,
+                    f"models.{name}.api_key_env",
+                    f"environment variable {alias.api_key_env} is not set",
+                    f"export {alias.api_key_env}=...",
+                )
+        target = alias.model
+        provider, _, model_name = target.partition(":")
+        if provider in ("openai-chat", "openai") and (alias.base_url or key):
+            return _openai_chat(model_name, alias.base_url, key)
+        if alias.base_url:
+            raise ConfigError(
+                config.path,
+                f"models.{name}.base_url",
+                f"base_url is supported for openai-chat models, not {provider!r}",
+                "use model = 'openai-chat:NAME' for an OpenAI-compatible endpoint",
+            )
+        name = target
+    if name.startswith("replay:"):
+        try:
+            return ReplayModel(name.removeprefix("replay:"))
+        except CassetteError as exc:
+            raise ConfigError(None, "model", str(exc), "pass an existing cassette") from None
+    provider, sep, model_name = name.partition(":")
+    if not sep or not model_name:
+        known = ", ".join(sorted(config.models)) or "(none)"
+        raise ConfigError(
+            config.path,
+            "model",
+            f"{name!r} is neither a provider:model string nor a configured alias ({known})",
+            "use e.g. openai-chat:gpt-5-mini or define [models.NAME]",
+        )
+    if provider == "openai-chat":
+        return _openai_chat(model_name, None, None)
+    try:
+        return infer_model(name)
+    except (UserError, ValueError, ImportError) as exc:
+        raise ConfigError(None, "model", f"cannot use {name!r}: {exc}", "check the model string") from None

@@ -1,0 +1,103 @@
+"""The runtime: config, home, store and models for one process, and sessions built from them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.models import Model
+
+from kernos.boundary import ToolSpec
+from kernos.runtime._cassette import RecordingModel
+from kernos.runtime._config import Config, load_config
+from kernos.runtime._models import pick_model_name, resolve_model
+from kernos.runtime._session import Session, SessionEvent
+from kernos.runtime._store import Store
+
+
+class Runtime:
+    """What every command needs: the loaded config, the kernos home, the store and the models.
+
+    Args:
+        config: the loaded configuration.
+        model: a model string or alias that overrides every agent's model (``--model``).
+        record: a cassette path; every model is wrapped so its turns are written there.
+    """
+
+    def __init__(self, config: Config, *, model: str | None = None, record: Path | None = None):
+        self.config = config
+        self.model_override = model
+        self.record = record
+        self._store: Store | None = None
+        self._models: dict[str, Model] = {}
+        self._recorded: list[dict[str, Any]] = []
+
+    @classmethod
+    def open(
+        cls,
+        config_path: Path | str | None = None,
+        *,
+        cwd: Path | None = None,
+        model: str | None = None,
+        record: Path | None = None,
+    ) -> Runtime:
+        """Load the config (see :func:`load_config`) and make a runtime for it."""
+        return cls(load_config(config_path, cwd=cwd), model=model, record=record)
+
+    @property
+    def home(self) -> Path:
+        return self.config.home
+
+    @property
+    def store(self) -> Store:
+        """The SQLite store, opened (and migrated) on first use."""
+        if self._store is None:
+            self._store = Store.open(self.home)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def model_name(self, agent: str = "main", explicit: str | None = None) -> str:
+        """Which model an agent runs on: explicit, ``--model``, the agent's, env, default."""
+        configured = self.config.agents.get(agent)
+        return pick_model_name(
+            explicit or self.model_override,
+            self.config,
+            configured.model if configured else None,
+        )
+
+    def model(self, name: str) -> Model:
+        """The model called ``name``; built once per runtime."""
+        if name not in self._models:
+            built = resolve_model(name, self.config)
+            if self.record is not None:
+                built = RecordingModel(built, self.record, self._recorded)
+            self._models[name] = built
+        return self._models[name]
+
+    def session(
+        self,
+        agent: str = "main",
+        *,
+        tools: Iterable[ToolSpec[Any]] = (),
+        model: str | None = None,
+        instructions: str | None = None,
+        session_id: str | None = None,
+        on_event: Callable[[SessionEvent], None] | None = None,
+        record_turns: bool = True,
+    ) -> Session:
+        """A new session for ``agent`` (its instructions and model unless overridden)."""
+        definition = self.config.agent(agent)
+        return Session(
+            self.model(self.model_name(agent, model)),
+            definition.instructions if instructions is None else instructions,
+            tools,
+            agent=agent,
+            session_id=session_id,
+            store=self.store if record_turns else None,
+            on_event=on_event,
+        )

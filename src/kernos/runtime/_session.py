@@ -1,0 +1,233 @@
+"""A session: one conversation between kernos and a model under one agent definition."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model
+
+from kernos.boundary import ToolResult, ToolSpec
+from kernos.runtime._store import Store
+from kernos.runtime._toolset import KernosToolset
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
+    ``tool_result``, ``text`` or ``idle``."""
+
+    session_id: str
+    agent: str
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def new_session_id() -> str:
+    return "s_" + secrets.token_hex(4)
+
+
+class Session:
+    """One conversation. ``await prompt(text)`` runs until the model stops calling tools.
+
+    Args:
+        model: the pydantic-ai model.
+        instructions: the agent's system instructions.
+        tools: the kernos tools the model may call (more can be added with :meth:`add_tools`).
+        agent: the agent's name, for logs and tool contexts.
+        session_id: a stable id (new ``s_…`` when omitted).
+        store: where turns are recorded (none: not recorded).
+        on_event: called for each :class:`SessionEvent`.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        instructions: str = "",
+        tools: Iterable[ToolSpec[Any]] = (),
+        *,
+        agent: str = "main",
+        session_id: str | None = None,
+        store: Store | None = None,
+        on_event: Callable[[SessionEvent], None] | None = None,
+    ) -> None:
+        self.model = model
+        self.instructions = instructions
+        self.agent = agent
+        self.session_id = session_id or new_session_id()
+        self.store = store
+        self.tools: dict[str, ToolSpec[Any]] = {}
+        self.history: list[ModelMessage] = []
+        self.last_text = ""
+        self.on_event = on_event
+        self.add_tools(tools)
+        self._queue: list[str] = []
+        self._queued = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._running: asyncio.Task[Any] | None = None
+        self._stop_requested = False
+        self._results: dict[str, ToolResult] = {}
+        self._agent = Agent(
+            model,
+            instructions=instructions or None,
+            toolsets=[KernosToolset(self, self._results.__setitem__)],
+            name=agent,
+        )
+
+    # -- tools ------------------------------------------------------------------------------
+    def add_tools(self, tools: Iterable[ToolSpec[Any]]) -> None:
+        """Add tools; a name already present is a developer error."""
+        for spec in tools:
+            if spec.name in self.tools:
+                raise ValueError(f"session {self.session_id}: tool {spec.name!r} added twice")
+            self.tools[spec.name] = spec
+
+    def emit(self, kind: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(SessionEvent(self.session_id, self.agent, kind, data))
+
+    # -- queued messages --------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    @property
+    def pending_messages(self) -> int:
+        return len(self._queue)
+
+    def inject(self, text: str) -> None:
+        """Queue a message; it is delivered as the next user turn (batched with others ready)."""
+        self._queue.append(text)
+        self._queued.set()
+
+    async def wait_for_messages(self) -> None:
+        """Block until at least one message is queued."""
+        while not self._queue:
+            self._queued.clear()
+            await self._queued.wait()
+
+    def take_queued(self) -> str | None:
+        """Pop every queued message as one turn (``None`` when the queue is empty)."""
+        if not self._queue:
+            return None
+        batch, self._queue = self._queue, []
+        self._queued.clear()
+        return "\n\n".join(batch)
+
+    # -- running ----------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Stop the current run after its current step (the next model request is not sent)."""
+        self._stop_requested = True
+
+    def cancel(self) -> None:
+        """Cancel the current run now (the prompt raises ``asyncio.CancelledError``)."""
+        if self._running is not None and not self._running.done():
+            self._running.cancel()
+
+    async def prompt(self, text: str, *, drain: bool = True) -> str:
+        """Send ``text`` and run until idle; then deliver queued messages the same way.
+
+        Returns the last assistant text.
+        """
+        async with self._lock:
+            self._running = asyncio.current_task()
+            try:
+                final = await self._run_once(text)
+                while drain and not self._stop_requested:
+                    queued = self.take_queued()
+                    if queued is None:
+                        break
+                    final = await self._run_once(queued)
+            finally:
+                self._running = None
+                self._stop_requested = False
+            self.emit("idle", text=final)
+            return final
+
+    async def _run_once(self, text: str) -> str:
+        self.emit("prompt", text=text)
+        before = len(self.history)
+        stopped = False
+        async with self._agent.iter(text, message_history=self.history) as run:
+            node = run.next_node
+            while not Agent.is_end_node(node):
+                if self._stop_requested and Agent.is_model_request_node(node):
+                    stopped = True
+                    break
+                node = await run.next(node)
+                self.history = run.all_messages()
+            self.history = run.all_messages()
+            if stopped or run.result is None:
+                final = _last_text(self.history)
+            else:
+                output = run.result.output
+                final = output if isinstance(output, str) else str(output)
+        self.last_text = final
+        self._record(self.history[before:])
+        self.emit("text", text=final)
+        return final
+
+    def _record(self, messages: Sequence[ModelMessage]) -> None:
+        if self.store is None:
+            return
+        for message in messages:
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if isinstance(part, UserPromptPart):
+                        content = part.content if isinstance(part.content, str) else str(part.content)
+                        self.store.record_turn(self.session_id, self.agent, "user", content)
+                results = [
+                    _result_record(part, self._results.get(part.tool_call_id))
+                    for part in message.parts
+                    if isinstance(part, ToolReturnPart | RetryPromptPart)
+                ]
+                if results:
+                    self.store.record_turn(
+                        self.session_id, self.agent, "tool", tool_results=results
+                    )
+            elif isinstance(message, ModelResponse):
+                calls = [
+                    {"id": p.tool_call_id, "name": p.tool_name, "args": p.args}
+                    for p in message.parts
+                    if isinstance(p, ToolCallPart)
+                ]
+                self.store.record_turn(
+                    self.session_id,
+                    self.agent,
+                    "assistant",
+                    "".join(p.content for p in message.parts if isinstance(p, TextPart)),
+                    tool_calls=calls,
+                    input_tokens=message.usage.input_tokens,
+                    output_tokens=message.usage.output_tokens,
+                )
+
+
+def _result_record(part: ToolReturnPart | RetryPromptPart, result: ToolResult | None) -> dict[str, Any]:
+    text = part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response()
+    record: dict[str, Any] = {"id": part.tool_call_id, "name": part.tool_name, "text": text}
+    if result is not None and result.details:
+        record["details"] = result.details
+    return record
+
+
+def _last_text(history: Sequence[ModelMessage]) -> str:
+    for message in reversed(history):
+        if isinstance(message, ModelResponse):
+            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
+            if text:
+                return text
+    return ""
