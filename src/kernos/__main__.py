@@ -1,0 +1,3 @@
+from kernos.cli import main
+
+main()

@@ -1,0 +1,106 @@
+"""Application wiring: the one place that knows every subsystem.
+
+Layers below (boundary, runtime, tasks, output, compress) never import each other sideways; this
+module composes them for ``kernos run`` and ``kernos demo``. Each subsystem contributes an
+:class:`Attachment` to a session: the tools it adds, background work to wait for, cleanup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kernos.runtime import Runtime, Session, SessionEvent
+
+
+class Attachment(Protocol):
+    """What a subsystem hangs on a session."""
+
+    def outstanding(self) -> bool:
+        """True while background work of this session may still produce a message for it."""
+        ...
+
+    async def wait_change(self) -> None:
+        """Return when the background work changed state (a child finished, say)."""
+        ...
+
+    async def aclose(self, *, wait: bool) -> None:
+        """Release resources; ``wait=False`` abandons unfinished work."""
+        ...
+
+
+AttachFn = Callable[[Runtime, Session], Awaitable["Attachment | None"]]
+
+
+async def _attach_outputs(runtime: Runtime, session: Session) -> Attachment | None:
+    """Output channels: ``output_send__<channel>`` tools for the channels the agent may use."""
+    return None
+
+
+async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None:
+    """Sub-agent tasks: ``task``, ``task_send``, ``task_output``, ``task_cancel``."""
+    return None
+
+
+ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How ``kernos run`` ended: the final text, and an error message when it failed."""
+
+    text: str
+    session_id: str
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+async def run_agent(
+    runtime: Runtime,
+    prompt: str,
+    *,
+    agent: str = "main",
+    wait: bool = True,
+    on_event: Callable[[SessionEvent], None] | None = None,
+) -> RunOutcome:
+    """Run ``agent`` on ``prompt`` with every subsystem's tools; wait for background children
+    (and deliver their completions) unless ``wait`` is false."""
+    session = runtime.session(agent, on_event=on_event)
+    attachments = [a for a in [await attach(runtime, session) for attach in ATTACHERS] if a]
+    text = ""
+    try:
+        text = await session.prompt(prompt)
+        while wait:
+            queued = session.take_queued()
+            if queued is not None:
+                text = await session.prompt(queued)
+                continue
+            if not any(a.outstanding() for a in attachments):
+                break
+            await _first_of(session.wait_for_messages(), *(a.wait_change() for a in attachments))
+    except Exception as exc:  # provider errors, retry budget spent: the run failed
+        return RunOutcome(text=text, session_id=session.session_id, error=_describe(exc))
+    finally:
+        for attachment in attachments:
+            await attachment.aclose(wait=wait)
+    return RunOutcome(text=text, session_id=session.session_id)
+
+
+async def _first_of(*waits: Awaitable[None]) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,44 @@
+"""The ``kernos`` command line: one module per command group, each thin."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kernos import __version__
+from kernos.cli import demo as _demo
+from kernos.cli import run as _run
+
+app = typer.Typer(
+    name="kernos",
+    help="kernos — a small agent kernel: tool calls, sub-agent tasks, output channels, "
+    "audited prompt compression.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kernos {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """kernos — run language-model agents with trustworthy tool calls."""
+
+
+_run.register(app)
+_demo.register(app)
+
+
+def main() -> None:
+    app()
