@@ -60,7 +60,7 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a tool call produced: ``text`` for the model, ``details`` for logs, the UI and the store."""
+    """What a call produced: ``text`` for the model, ``details`` for logs, UIs and the store."""
 
     text: str
     details: dict[str, Any] = field(default_factory=dict)
@@ -74,12 +74,14 @@ class ToolResult:
 
     @property
     def stage(self) -> Stage | None:
-        """Which pipeline stage rejected the call (``json``, ``schema``, ``semantic``, ``execute``)."""
+        """The stage that rejected the call: ``json``, ``schema``, ``semantic`` or ``execute``."""
         stage = self.details.get("stage")
         return stage if stage in ("json", "schema", "semantic", "execute") else None
 
     @classmethod
-    def from_error(cls, error: ToolError, *, stage: Stage = "semantic", tool: str = "") -> ToolResult:
+    def from_error(
+        cls, error: ToolError, *, stage: Stage = "semantic", tool: str = ""
+    ) -> ToolResult:
         details = {**error.details, "code": error.code, "stage": stage}
         if tool:
             details["tool"] = tool
@@ -180,7 +182,9 @@ def schema_error_text(tool: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-async def call_tool(spec: ToolSpec[Any], raw_args: Any, ctx: ToolContext | None = None) -> ToolResult:
+async def call_tool(
+    spec: ToolSpec[Any], raw_args: Any, ctx: ToolContext | None = None
+) -> ToolResult:
     """Run the whole pipeline for one call. Never raises for bad arguments.
 
     Args:

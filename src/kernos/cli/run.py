@@ -55,7 +55,9 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--no-wait", help="Exit at the first idle; unfinished children are lost."),
         ] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No activity on stderr.")] = False,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="No activity on stderr.")
+        ] = False,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
         if not prompt.strip():

@@ -128,7 +128,9 @@ class ReplayModel(FunctionModel):
         )
 
 
-def _turn_from_response(messages: Sequence[ModelMessage], response: ModelResponse) -> dict[str, Any]:
+def _turn_from_response(
+    messages: Sequence[ModelMessage], response: ModelResponse
+) -> dict[str, Any]:
     turn: dict[str, Any] = {"match": latest_message_text(messages)[:120]}
     text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
     if text:

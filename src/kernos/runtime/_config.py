@@ -210,7 +210,9 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax") from None
+            raise ConfigError(
+                file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax"
+            ) from None
         except OSError as exc:
             raise ConfigError(file, "(file)", f"cannot read ({exc})", "check the path") from None
     elif explicit:

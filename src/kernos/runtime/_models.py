@@ -92,4 +92,6 @@ def resolve_model(name: str, config: Config) -> Model:
     try:
         return infer_model(name)
     except (UserError, ValueError, ImportError) as exc:
-        raise ConfigError(None, "model", f"cannot use {name!r}: {exc}", "check the model string") from None
+        raise ConfigError(
+            None, "model", f"cannot use {name!r}: {exc}", "check the model string"
+        ) from None

@@ -188,7 +188,9 @@ class Session:
             if isinstance(message, ModelRequest):
                 for part in message.parts:
                     if isinstance(part, UserPromptPart):
-                        content = part.content if isinstance(part.content, str) else str(part.content)
+                        content = (
+                            part.content if isinstance(part.content, str) else str(part.content)
+                        )
                         self.store.record_turn(self.session_id, self.agent, "user", content)
                 results = [
                     _result_record(part, self._results.get(part.tool_call_id))
@@ -216,7 +218,9 @@ class Session:
                 )
 
 
-def _result_record(part: ToolReturnPart | RetryPromptPart, result: ToolResult | None) -> dict[str, Any]:
+def _result_record(
+    part: ToolReturnPart | RetryPromptPart, result: ToolResult | None
+) -> dict[str, Any]:
     text = part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response()
     record: dict[str, Any] = {"id": part.tool_call_id, "name": part.tool_name, "text": text}
     if result is not None and result.details:

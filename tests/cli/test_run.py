@@ -1,0 +1,90 @@
+"""spec/runtime.md §5: `kernos run` as a user runs it, a real process against the local server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from kernos.testing import FakeOpenAIServer, text
+from tests.conftest import KERNOS
+
+
+def kernos(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("KERNOS_MODEL", "OPENAI_API_KEY")}
+    full_env = {**base, "KERNOS_HOME": str(cwd / ".kernos"), **(env or {})}
+    return subprocess.run(
+        [KERNOS, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_final_answer_alone_on_stdout(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.script(text("Hello from the local server."))
+    result = kernos("run", "hello", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Hello from the local server.\n"
+    assert server.requests[0]["model"] == "x"
+    assert server.requests[0]["messages"][-1] == {"role": "user", "content": "hello"}
+
+
+def test_no_model_is_exit_2_with_the_how_to_line(tmp_path: Path) -> None:
+    result = kernos("run", "hello", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert (
+        "no model configured: pass --model, set KERNOS_MODEL, or set default_model in kernos.toml"
+        in result.stderr
+    )
+
+
+def test_model_from_config_and_env(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text('default_model = "openai-chat:from-config"\n')
+    server.script(text("a"), text("b"))
+    assert kernos("run", "hi", cwd=tmp_path, env=server.env()).stdout == "a\n"
+    env = {**server.env(), "KERNOS_MODEL": "openai-chat:from-env"}
+    assert kernos("run", "hi", cwd=tmp_path, env=env).stdout == "b\n"
+    assert [r["model"] for r in server.requests] == ["from-config", "from-env"]
+
+
+def test_bad_config_is_exit_2_naming_file_and_key(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text("[agents.main]\nmodle = 'x'\n")
+    result = kernos("run", "hi", "-m", "openai-chat:x", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "kernos.toml: agents.main.modle: unknown key" in result.stderr
+
+
+def test_provider_failure_is_exit_1(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    # nothing scripted: the server answers 500 naming the request
+    env = {**server.env(), "OPENAI_MAX_RETRIES": "0"}
+    result = kernos("run", "hello", "-m", "openai-chat:x", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert "the run failed" in result.stderr
+    assert result.stdout == ""
+
+
+def test_record_then_replay_offline(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.script(text("recorded"))
+    cassette = tmp_path / "run.json"
+    first = kernos(
+        "run",
+        "hi",
+        "-m",
+        "openai-chat:x",
+        "--record",
+        str(cassette),
+        cwd=tmp_path,
+        env=server.env(),
+    )
+    assert first.returncode == 0, first.stderr
+    assert "test-key" not in cassette.read_text()
+    assert json.loads(cassette.read_text())["turns"][0]["text"] == "recorded"
+    replay = kernos("run", "hi", "-m", f"replay:{cassette}", cwd=tmp_path)
+    assert (replay.returncode, replay.stdout) == (0, "recorded\n")
+
+
+def test_help_and_version(tmp_path: Path) -> None:
+    assert "Run an agent on PROMPT" in kernos("run", "--help", cwd=tmp_path).stdout
+    assert kernos("--version", cwd=tmp_path).stdout.startswith("kernos ")

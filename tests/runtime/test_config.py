@@ -1,0 +1,118 @@
+"""spec/runtime.md §4: kernos.toml, ${ENV}, agent files, errors naming file/key/fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernos.runtime import ConfigError, load_config
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_no_file_means_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KERNOS_HOME", raising=False)
+    config = load_config(cwd=tmp_path)
+    assert config.default_model is None and config.path is None
+    assert config.home == (tmp_path / ".kernos").resolve()
+    assert config.agent("main").instructions == ""
+
+
+def test_full_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOOK_TOKEN", "s3cret")
+    write(
+        tmp_path / "kernos.toml",
+        """
+default_model = "fast"
+[models.fast]
+model = "openai-chat:qwen3"
+base_url = "http://127.0.0.1:11434/v1"
+api_key_env = "OLLAMA_API_KEY"
+[agents.main]
+instructions = "You are helpful."
+allowed_outputs = ["log"]
+[agents.explore]
+description = "Read-only research"
+model = "openai-chat:gpt-5-mini"
+[categories.quick]
+description = "Small, fast edits"
+model = "openai-chat:gpt-5-mini"
+[channels.hook]
+kind = "webhook"
+headers = { Authorization = "Bearer ${HOOK_TOKEN}" }
+""",
+    )
+    config = load_config(cwd=tmp_path)
+    assert config.models["fast"].base_url == "http://127.0.0.1:11434/v1"
+    assert config.agents["main"].allowed_outputs == ["log"]
+    assert config.categories["quick"].description == "Small, fast edits"
+    assert config.channels["hook"]["headers"]["Authorization"] == "Bearer s3cret"
+
+
+def test_unknown_key_names_file_key_and_fix(tmp_path: Path) -> None:
+    path = write(tmp_path / "kernos.toml", '[agents.main]\ninstrutions = "x"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path)
+    assert str(info.value) == (
+        f"{path}: agents.main.instrutions: unknown key; remove it or check its spelling in the docs"
+    )
+
+
+def test_bad_value_and_bad_syntax(tmp_path: Path) -> None:
+    write(tmp_path / "kernos.toml", "[tasks]\nmax_depth = -1\n")
+    with pytest.raises(ConfigError, match=r"tasks\.max_depth: .*greater than or equal to 0"):
+        load_config(cwd=tmp_path)
+    write(tmp_path / "kernos.toml", "default_model = \n")
+    with pytest.raises(ConfigError, match=r"\(syntax\): not valid TOML"):
+        load_config(cwd=tmp_path)
+
+
+def test_missing_env_reference_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOPE_TOKEN", raising=False)
+    write(tmp_path / "kernos.toml", '[channels.hook]\nkind = "webhook"\nurl = "${NOPE_TOKEN}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path)
+    assert info.value.key == "channels.hook.url"
+    assert "NOPE_TOKEN is not set" in str(info.value)
+    assert "export NOPE_TOKEN=" in info.value.fix
+
+
+def test_explicit_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "absent.toml", cwd=tmp_path)
+
+
+def test_agent_markdown_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNOS_HOME", str(tmp_path / "state"))
+    write(
+        tmp_path / "state" / "agents" / "explore.md",
+        "---\ndescription: Read-only research\nmodel: openai-chat:small\ntools: read, grep\n---\n"
+        "You explore code.\nNever edit.\n",
+    )
+    config = load_config(cwd=tmp_path)
+    agent = config.agents["explore"]
+    assert agent.description == "Read-only research"
+    assert agent.model == "openai-chat:small"
+    assert agent.tools == ["read", "grep"]
+    assert agent.instructions == "You explore code.\nNever edit."
+    assert agent.source == str(tmp_path / "state" / "agents" / "explore.md")
+
+
+def test_agent_file_errors_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNOS_HOME", str(tmp_path / "state"))
+    path = write(tmp_path / "state" / "agents" / "x.md", "---\ncolour: blue\n---\nbody\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path)
+    assert info.value.file == str(path) and info.value.key == "colour"
+
+
+def test_unknown_agent_lists_known_ones(tmp_path: Path) -> None:
+    write(tmp_path / "kernos.toml", "[agents.explore]\n")
+    config = load_config(cwd=tmp_path)
+    with pytest.raises(ConfigError, match="known agents: explore"):
+        config.agent("writer")
