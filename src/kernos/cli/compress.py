@@ -1,0 +1,152 @@
+"""``kernos compress``: audited semantic compression of prompt files (spec/compress.md §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kernos.cli._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ConfigOption,
+    ModelOption,
+    config_errors,
+    err,
+    fail,
+    open_runtime,
+    write_stdout,
+)
+from kernos.compress import (
+    CompressError,
+    FileReport,
+    Status,
+    Tokenizer,
+    check_file_count,
+    check_options,
+    compress_files,
+    format_report,
+    header,
+    json_report,
+    resolve_targets,
+)
+from kernos.compress._write import atomic_write
+
+
+async def _run_until_signalled(
+    run: Callable[..., Awaitable[list[FileReport]]], total: int, progress: Progress | None
+) -> tuple[list[FileReport], bool]:
+    """Run with SIGINT/SIGTERM aborting sessions in flight; returns (reports, interrupted)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    bar = progress.add_task("compressing", total=total) if progress is not None else None
+
+    def advance(report: FileReport) -> None:
+        if progress is not None and bar is not None:
+            progress.advance(bar)
+
+    try:
+        reports = await run(stop=stop, on_report=advance)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+    return reports, stop.is_set()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compress")
+    def compress_command(
+        files: Annotated[
+            list[str],
+            typer.Argument(help="Files or globs (* ? [ ] { }, ** recursive, dot-files included)."),
+        ],
+        out: Annotated[
+            Path | None,
+            typer.Option("--out", "-o", help="Write the approved text here (one file only)."),
+        ] = None,
+        in_place: Annotated[
+            bool, typer.Option("--in-place", "-i", help="Rewrite each file with its approved text.")
+        ] = False,
+        rounds: Annotated[int, typer.Option("--rounds", "-r", help="Draft budget per file.")] = 3,
+        agents: Annotated[
+            int, typer.Option("--agents", "-n", help="Files compressed at once.")
+        ] = 4,
+        model: ModelOption = None,
+        tokenizer: Annotated[
+            Tokenizer,
+            typer.Option("--tokenizer", help="o200k (exact, offline) or bytes (UTF-8 bytes / 4)."),
+        ] = Tokenizer.O200K,
+        json_path: Annotated[
+            Path | None, typer.Option("--json", help="Write a machine-readable report here.")
+        ] = None,
+        config: ConfigOption = None,
+        record: Annotated[
+            Path | None, typer.Option("--record", help="Write the model's turns to a cassette.")
+        ] = None,
+    ) -> None:
+        """Rewrite prompt files into a dense register; only approved drafts are written.
+
+        Each file runs in its own session: the agent drafts with `rewrite` (declaring every loss),
+        judges the draft in a review turn, and ends with `approve`. One file, no -i/-o: stdout.
+        """
+        try:
+            check_options(rounds=rounds, agents=agents, in_place=in_place, out=out)
+            paths = resolve_targets(files)
+            check_file_count(len(paths), in_place=in_place)
+        except CompressError as exc:
+            raise fail(str(exc)) from None
+        runtime = open_runtime(config, model, record)
+        try:
+            with config_errors():
+                name = runtime.model_name("compress", model)
+                resolved = runtime.model(name)
+            err.print(header(len(paths), name), markup=False, highlight=False)
+            progress = (
+                Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=err,
+                    transient=True,
+                )
+                if err.is_terminal
+                else None
+            )
+            run = functools.partial(
+                compress_files,
+                paths,
+                model=resolved,
+                rounds=rounds,
+                agents=agents,
+                tokenizer=tokenizer,
+                in_place=in_place,
+                out=out,
+            )
+            with progress if progress is not None else contextlib.nullcontext():
+                reports, interrupted = asyncio.run(_run_until_signalled(run, len(paths), progress))
+        finally:
+            runtime.close()
+        to_stdout = not in_place and out is None
+        err.print(format_report(reports, stdout=to_stdout), markup=False, highlight=False)
+        if json_path is not None:
+            document = json.dumps(json_report(reports, model=name), ensure_ascii=False, indent=2)
+            atomic_write(json_path, document + "\n")
+        if to_stdout and reports and reports[0].status is Status.APPROVED and reports[0].text:
+            write_stdout(reports[0].text)
+        if interrupted:
+            cancelled = sum(r.status is Status.CANCELLED for r in reports)
+            err.print(f"Interrupted: {cancelled} file(s) cancelled; nothing half-written.")
+        approved = all(r.status is Status.APPROVED for r in reports)
+        raise typer.Exit(EXIT_OK if approved else EXIT_FAILED)

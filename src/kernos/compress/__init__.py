@@ -1,0 +1,42 @@
+"""Audited semantic compression of prompt files (spec/compress.md).
+
+A model rewrites a file into a dense register through two tools, ``rewrite`` and ``approve``,
+declaring every deliberate loss; each draft is shown back in a separate review turn, and only an
+approved draft is ever written. :func:`compress_files` is the entry point; :class:`CompressProtocol`
+is the pure state machine underneath.
+"""
+
+from kernos.compress._loop import (
+    FileReport,
+    check_file_count,
+    check_options,
+    compress_files,
+)
+from kernos.compress._protocol import CompressError, CompressProtocol, Draft, Loss, Metrics
+from kernos.compress._report import format_report, header, json_report
+from kernos.compress._session import Status, method_text
+from kernos.compress._targets import resolve_targets
+from kernos.compress._tokens import Tokenizer, count_bytes, count_o200k
+from kernos.compress._tools import compress_tools
+
+__all__ = [
+    "CompressError",
+    "CompressProtocol",
+    "Draft",
+    "FileReport",
+    "Loss",
+    "Metrics",
+    "Status",
+    "Tokenizer",
+    "check_file_count",
+    "check_options",
+    "compress_files",
+    "compress_tools",
+    "count_bytes",
+    "count_o200k",
+    "format_report",
+    "header",
+    "json_report",
+    "method_text",
+    "resolve_targets",
+]
