@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kernos import __version__
+from kernos.cli import compress as _compress
 from kernos.cli import demo as _demo
 from kernos.cli import run as _run
 
@@ -38,6 +39,7 @@ def _root(
 
 _run.register(app)
 _demo.register(app)
+_compress.register(app)
 
 
 def main() -> None:
