@@ -36,12 +36,19 @@ AttachFn = Callable[[Runtime, Session], Awaitable["Attachment | None"]]
 
 async def _attach_outputs(runtime: Runtime, session: Session) -> Attachment | None:
     """Output channels: ``output_send__<channel>`` tools for the channels the agent may use."""
+    from kernos.output import OutputKernel, output_tools
+
+    session.add_tools(output_tools(OutputKernel.from_config(runtime.config), session.agent))
     return None
 
 
 async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None:
     """Sub-agent tasks: ``task``, ``task_send``, ``task_output``, ``task_cancel``."""
-    return None
+    from kernos.tasks import TaskManager
+
+    manager = TaskManager(runtime)
+    session.add_tools(manager.tools_for(session))
+    return manager.attachment(session)
 
 
 ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks)

@@ -10,6 +10,7 @@ from kernos import __version__
 from kernos.cli import compress as _compress
 from kernos.cli import demo as _demo
 from kernos.cli import run as _run
+from kernos.cli import send as _send
 
 app = typer.Typer(
     name="kernos",
@@ -40,6 +41,7 @@ def _root(
 _run.register(app)
 _demo.register(app)
 _compress.register(app)
+_send.register(app)
 
 
 def main() -> None:

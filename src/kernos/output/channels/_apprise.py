@@ -1,0 +1,70 @@
+"""``apprise``: any Apprise URLs (~150 services). text/markdown/html are the body; image/file
+payloads (a path or URL) go as attachments. The URLs carry tokens, so they are secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import apprise
+
+from kernos.output._channel import Channel, ChannelConfig, ChannelError, OutputContext
+from kernos.output._parse import OutputItem
+from kernos.output._texts import channel_text
+from kernos.output.channels._common import local_file, meta_object, unsupported
+
+TYPES = ("text", "markdown", "html", "image", "file")
+_FORMATS = {"text": "text", "markdown": "markdown", "html": "html"}
+_EXAMPLE = '{"title": "Nightly build"}'
+
+
+def _url_secrets(urls: list[str]) -> tuple[str, ...]:
+    """Each URL and every long piece of it: tokens hide in paths, users and query strings."""
+    pieces = {piece for url in urls for piece in re.split(r"[/:@?&=#,]+", url) if len(piece) >= 8}
+    return (*urls, *sorted(pieces, key=len, reverse=True))
+
+
+def apprise_channel(config: ChannelConfig) -> Channel:
+    config.check_keys(("urls",), required=("urls",))
+    urls = config.texts("urls")
+    if not urls:
+        raise config.error("urls", "is empty", 'write urls = ["json://host/path", ...]')
+    for number, url in enumerate(urls, 1):
+        if not apprise.Apprise().add(url):
+            raise config.error(
+                "urls", f"entry {number} is not a URL Apprise understands", "see apprise docs"
+            )
+    secrets = _url_secrets(urls)
+
+    def notify(**kwargs: Any) -> tuple[bool, list[str]]:
+        notifier = apprise.Apprise()
+        notifier.add(urls)
+        with apprise.LogCapture(level=logging.WARNING) as captured:  # type: ignore[no-untyped-call]
+            ok = bool(notifier.notify(**kwargs))
+            lines = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
+        return ok, lines
+
+    async def send(item: OutputItem, ctx: OutputContext) -> None:
+        if item.type not in TYPES:
+            raise unsupported(item, TYPES)
+        meta = meta_object(item, _EXAMPLE)
+        title = str(meta.get("title") or "")
+        kwargs: dict[str, Any] = {"title": title}
+        if item.type in _FORMATS:
+            kwargs.update(body=item.payload, body_format=_FORMATS[item.type])
+        else:
+            where = item.payload.strip()
+            attachment = where if "://" in where else str(local_file(where))
+            kwargs.update(body=str(meta.get("body") or title or where.rsplit("/", 1)[-1]))
+            kwargs["attach"] = apprise.AppriseAttachment(attachment)
+        ok, lines = await asyncio.to_thread(notify, **kwargs)
+        if not ok:
+            reason = lines[-1] if lines else "no reason given"
+            raise ChannelError(f"Apprise could not deliver the message: {reason}")
+
+    description, meta_help = channel_text("apprise")
+    return Channel(
+        config.name, send, description, TYPES, meta_help, kind=config.kind, secrets=secrets
+    )
