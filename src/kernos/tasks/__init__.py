@@ -1,0 +1,52 @@
+"""Sub-agent tasks: the ``task`` tool and its companions ``task_send``, ``task_output``,
+``task_cancel`` (spec/tasks.md).
+
+Pure rules (:func:`normalize_task_arguments`, :func:`resolve_spawn_items`,
+:func:`resolve_run_in_background`, :func:`clamp_task_summary`) are separate from the
+:class:`TaskManager`, which runs children as sessions and keeps their records in the store.
+"""
+
+from kernos.tasks._manager import TASK_TOOL_NAMES, TaskManager, TaskRecord
+from kernos.tasks._normalize import PADDING_PROMPTS, clamp_task_summary, normalize_task_arguments
+from kernos.tasks._prompts import PROMPT_FILES, build_task_description, prompt_text
+from kernos.tasks._resolve import (
+    MAX_BATCH,
+    BackgroundResolution,
+    SpawnItem,
+    SpawnResolution,
+    TaskArgs,
+    TaskItemArgs,
+    resolve_run_in_background,
+    resolve_spawn_items,
+)
+from kernos.tasks._state import TRANSITIONS, Residency, TaskStatus, can_move
+from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
+from kernos.tasks._tools import render_output
+
+__all__ = [
+    "MAX_BATCH",
+    "MIGRATIONS",
+    "PADDING_PROMPTS",
+    "PROMPT_FILES",
+    "TASK_TOOL_NAMES",
+    "TRANSITIONS",
+    "BackgroundResolution",
+    "Residency",
+    "SpawnItem",
+    "SpawnResolution",
+    "TaskArgs",
+    "TaskItemArgs",
+    "TaskManager",
+    "TaskRecord",
+    "TaskStatus",
+    "TaskStore",
+    "build_task_description",
+    "can_move",
+    "clamp_task_summary",
+    "normalize_task_arguments",
+    "prompt_text",
+    "render_event",
+    "render_output",
+    "resolve_run_in_background",
+    "resolve_spawn_items",
+]

@@ -1,0 +1,420 @@
+"""Semantic validation of ``task`` calls: from normalized arguments to spawn items (spec §3).
+
+Pure: the configured targets and the caller's grantable tools come in as plain arguments. Every
+rejection is a coded :class:`kernos.boundary.ToolError` whose message tells the model what to fix;
+a faulty batch is rejected as a whole, listing every faulty item, and nothing spawns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from kernos.boundary import ToolError
+
+#: The most items one ``tasks`` batch may carry.
+MAX_BATCH = 16
+
+INVALID_ARGUMENTS = "invalid_arguments"
+
+MSG_PROMPT_AND_TASKS = "Provide EITHER prompt OR tasks, not both. Remove one and retry."
+MSG_NO_PROMPT_OR_TASKS = "Provide EITHER prompt OR tasks. One field is required."
+MSG_EMPTY_TASKS = "tasks must contain at least one item."
+MSG_TOO_MANY_TASKS = f"tasks supports at most {MAX_BATCH} items."
+MSG_BOTH_TARGETS = "Provide EITHER category OR subagent_type, not both. Remove one and retry."
+
+
+# -- the schema (what survives normalization) ----------------------------------------------------
+
+
+class TaskItemArgs(BaseModel):
+    """One ``tasks`` entry after normalization; ``prompt`` is ``""`` when the entry had none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = ""
+    task_summary: str | None = None
+    description: str | None = None
+    category: str | None = None
+    subagent_type: str | None = None
+    name: str | None = None
+    model: str | None = None
+    load_skills: list[str] | None = None
+    run_in_background: bool | None = None
+
+
+class TaskArgs(BaseModel):
+    """The ``task`` tool's parameters; every field optional (presence rules are semantic)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str | None = None
+    tasks: list[TaskItemArgs] | None = None
+    description: str | None = None
+    task_summary: str | None = None
+    category: str | None = None
+    subagent_type: str | None = None
+    model: str | None = None
+    load_skills: list[str] | None = None
+    tools: list[str] | None = None
+    run_in_background: bool | None = None
+    name: str | None = None
+
+
+def task_json_schema() -> dict[str, Any]:
+    """The schema the model sees: :class:`TaskArgs` with the batch cap stated."""
+    schema = TaskArgs.model_json_schema()
+    tasks = schema["properties"]["tasks"]
+    for option in tasks.get("anyOf", [tasks]):
+        if option.get("type") == "array":
+            option["maxItems"] = MAX_BATCH
+    return schema
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SpawnItem:
+    """One child to spawn, with inheritance applied."""
+
+    prompt: str
+    category: str | None = None
+    subagent_type: str | None = None
+    model: str | None = None
+    load_skills: list[str] = field(default_factory=list)
+    task_summary: str | None = None
+    description: str | None = None
+    name: str | None = None
+
+    @property
+    def target_kind(self) -> Literal["category", "agent"]:
+        return "category" if self.category is not None else "agent"
+
+    @property
+    def target(self) -> str:
+        return self.category or self.subagent_type or ""
+
+    @property
+    def label(self) -> str:
+        """What people and the model call this child: summary, description, name, or the prompt."""
+        label = self.task_summary or self.description or self.name
+        if label:
+            return label
+        first = " ".join(self.prompt.split())
+        return first if len(first) <= 48 else first[:45] + "..."
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+
+@dataclass(slots=True)
+class SpawnResolution:
+    """``kind == "ok"`` with ``items`` (and the batch-wide ``background`` flag), or
+    ``kind == "error"`` with ``code`` and ``message``."""
+
+    kind: Literal["ok", "error"]
+    items: list[SpawnItem] = field(default_factory=list)
+    background: bool = False
+    batch: bool = False
+    tools: list[str] = field(default_factory=list)
+    code: str | None = None
+    message: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error(self) -> ToolError | None:
+        if self.kind != "error":
+            return None
+        return ToolError(self.code or "", self.message or "", self.details)
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+
+@dataclass(slots=True)
+class BackgroundResolution:
+    """``kind == "ok"`` with ``value`` (the one defined value, or ``None``), or a conflict."""
+
+    kind: Literal["ok", "error"]
+    value: bool | None = None
+    code: str | None = None
+    message: str | None = None
+    seen: list[bool] = field(default_factory=list)
+
+    @property
+    def background(self) -> bool:
+        """Only an explicit ``true`` means background."""
+        return self.value is True
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _fields(source: Any) -> dict[str, Any]:
+    """A read-only field view of a dict or a pydantic model, without copying either."""
+    if type(source) is dict:
+        return source
+    if isinstance(source, BaseModel):
+        return source.__dict__
+    if isinstance(source, Mapping):
+        return dict(source)
+    return {}
+
+
+def _names(value: Mapping[str, Any] | Iterable[str] | None) -> Sequence[str] | None:
+    if value is None or type(value) is tuple:
+        return value
+    return tuple(sorted(value))
+
+
+def _error(code: str, message: str, **details: Any) -> SpawnResolution:
+    return SpawnResolution(
+        kind="error",
+        code=code,
+        message=message,
+        details={"code": code, "status": INVALID_ARGUMENTS, **details},
+    )
+
+
+def _listing(names: Sequence[str] | None) -> str:
+    if names is None:
+        return "(not known here)"
+    return ", ".join(names) if names else "(none configured)"
+
+
+def _available(categories: Sequence[str] | None, agents: Sequence[str] | None) -> str:
+    return f"Available categories: {_listing(categories)}. Available agents: {_listing(agents)}."
+
+
+def _example(categories: Sequence[str] | None, agents: Sequence[str] | None) -> str:
+    category = categories[0] if categories else "CATEGORY"
+    agent = agents[0] if agents else "AGENT"
+    return (
+        f'For example {{"category": "{category}", "prompt": "..."}} runs a {category} worker; '
+        f'{{"subagent_type": "{agent}", "prompt": "..."}} runs the {agent} agent.'
+    )
+
+
+# -- run_in_background ---------------------------------------------------------------------------
+
+
+def _background_values(top: dict[str, Any], tasks: Sequence[Any] | None) -> list[bool]:
+    seen: list[bool] = []
+    value = top.get("run_in_background")
+    if value is not None:
+        seen.append(value)
+    for item in tasks or ():
+        value = _fields(item).get("run_in_background")
+        if value is not None and value not in seen:
+            seen.append(value)
+    return seen
+
+
+def _conflict_message(seen: Sequence[bool]) -> str:
+    shown = ", ".join(json.dumps(v) for v in seen)
+    return (
+        "run_in_background applies to the whole batch: set it once at the top level "
+        f"and remove it from the items. Values seen: {shown}."
+    )
+
+
+def resolve_run_in_background(params: Any) -> BackgroundResolution:
+    """The batch-wide flag: the distinct defined values among the top level and the items.
+
+    More than one distinct value is ``run_in_background_conflict``; only ``true`` means background.
+    """
+    top = _fields(params)
+    seen = _background_values(top, top.get("tasks"))
+    if len(seen) > 1:
+        return BackgroundResolution(
+            kind="error",
+            code="run_in_background_conflict",
+            message=_conflict_message(seen),
+            seen=seen,
+        )
+    return BackgroundResolution(kind="ok", value=seen[0] if seen else None, seen=seen)
+
+
+# -- targets -------------------------------------------------------------------------------------
+
+
+def _target_faults(
+    item: SpawnItem, categories: Sequence[str] | None, agents: Sequence[str] | None
+) -> list[tuple[str, str, str]]:
+    """``(code, field, reason)`` for each target rule the item breaks."""
+    if item.category is not None and item.subagent_type is not None:
+        return [("both_targets", "category", "give category or subagent_type, not both")]
+    if item.category is None and item.subagent_type is None:
+        return [("no_target", "category", "one of category or subagent_type is required")]
+    faults: list[tuple[str, str, str]] = []
+    if item.category is not None:
+        if categories is not None and item.category not in categories:
+            faults.append(
+                ("unknown_target", "category", f'"{item.category}" is not a configured category')
+            )
+        if item.model is not None:
+            faults.append(
+                ("category_with_model", "model", "a category's model comes from its config")
+            )
+    elif agents is not None and item.subagent_type not in agents:
+        faults.append(
+            (
+                "unknown_target",
+                "subagent_type",
+                f'"{item.subagent_type}" is not a configured agent',
+            )
+        )
+    return faults
+
+
+def _single_error(
+    code: str, item: SpawnItem, categories: Sequence[str] | None, agents: Sequence[str] | None
+) -> SpawnResolution:
+    if code == "both_targets":
+        return _error(code, MSG_BOTH_TARGETS)
+    if code == "no_target":
+        return _error(
+            code,
+            "Each spawn needs exactly one of category or subagent_type. "
+            + _example(categories, agents),
+        )
+    if code == "category_with_model":
+        return _error(
+            code,
+            f'Category "{item.category}" takes its model from the category\'s config, so model '
+            "cannot be set with it. Drop model, or use subagent_type to pick the model.",
+        )
+    kind = "category" if item.category is not None else "agent"
+    return _error(
+        code,
+        f'Unknown {kind} "{item.target}". ' + _available(categories, agents),
+        target=item.target,
+    )
+
+
+def _inherit(item: dict[str, Any], top: dict[str, Any]) -> SpawnItem:
+    category = item.get("category")
+    subagent_type = item.get("subagent_type")
+    if category is None and subagent_type is None:
+        category = top.get("category")
+        subagent_type = top.get("subagent_type")
+    skills = item.get("load_skills") or top.get("load_skills")
+    return SpawnItem(
+        item.get("prompt") or "",
+        category,
+        subagent_type,
+        item.get("model") or top.get("model"),
+        list(skills) if skills else [],
+        item.get("task_summary"),
+        item.get("description"),
+        item.get("name"),
+    )
+
+
+def resolve_spawn_items(
+    params: Any,
+    *,
+    categories: Mapping[str, Any] | Iterable[str] | None = None,
+    agents: Mapping[str, Any] | Iterable[str] | None = None,
+    tools: Mapping[str, Any] | Iterable[str] | None = None,
+    config: Any = None,
+) -> SpawnResolution:
+    """Validate normalized ``task`` arguments and resolve the children to spawn.
+
+    Args:
+        params: the normalized arguments (a dict from :func:`normalize_task_arguments`, or
+            :class:`TaskArgs`).
+        categories: configured category names (``None``: not checked).
+        agents: configured agent names (``None``: not checked).
+        tools: names the caller may grant (``None``: not checked).
+        config: a :class:`kernos.runtime.Config`; fills ``categories``/``agents`` when omitted.
+
+    Order: batch shape, then ``run_in_background``, then per-item targets, then tool grants.
+    """
+    if config is not None:
+        categories = config.categories if categories is None else categories
+        agents = config.agents if agents is None else agents
+    category_names = _names(categories)
+    agent_names = _names(agents)
+    top = _fields(params)
+
+    prompt = top.get("prompt")
+    tasks = top.get("tasks")
+    if prompt and tasks is not None:
+        return _error("prompt_and_tasks", MSG_PROMPT_AND_TASKS)
+    if not prompt and tasks is None:
+        return _error("no_prompt_or_tasks", MSG_NO_PROMPT_OR_TASKS)
+    if tasks is not None and not tasks:
+        return _error("empty_tasks", MSG_EMPTY_TASKS)
+    if tasks is not None and len(tasks) > MAX_BATCH:
+        return _error("too_many_tasks", MSG_TOO_MANY_TASKS)
+
+    seen = _background_values(top, tasks)
+    if len(seen) > 1:
+        return _error("run_in_background_conflict", _conflict_message(seen), seen=seen)
+
+    if tasks is None:
+        item = _inherit(top, top)
+        faults = _target_faults(item, category_names, agent_names)
+        if faults:
+            return _single_error(faults[0][0], item, category_names, agent_names)
+        items = [item]
+    else:
+        items = [_inherit(_fields(entry), top) for entry in tasks]
+        rejection = _batch_rejection(items, category_names, agent_names)
+        if rejection is not None:
+            return rejection
+
+    grants = top.get("tools")
+    if tools is not None and grants:
+        grantable = _names(tools) or ()
+        missing = [name for name in grants if name not in grantable]
+        if missing:
+            shown = ", ".join(f'"{name}"' for name in missing)
+            return _error(
+                "kernel_tool_missing",
+                f"tools names {shown}, which is not one of your tools, so it cannot be granted; "
+                f"nothing was spawned. Grantable tools: {', '.join(grantable) or '(none)'}.",
+                missing=missing,
+            )
+    return SpawnResolution(
+        "ok",
+        items,
+        seen[0] is True if seen else False,
+        tasks is not None and len(items) > 1,
+        list(grants) if grants else [],
+    )
+
+
+def _batch_rejection(
+    items: Sequence[SpawnItem], categories: Sequence[str] | None, agents: Sequence[str] | None
+) -> SpawnResolution | None:
+    """Every faulty item of a batch in one ``invalid_items`` error; ``None`` when all are fine."""
+    invalid: list[str] = []
+    codes: list[dict[str, Any]] = []
+    mention_targets = False
+    for index, item in enumerate(items, start=1):
+        faults = _target_faults(item, categories, agents)
+        if not item.prompt.strip():
+            faults.insert(0, ("missing_prompt", "prompt", "is blank; write the instruction"))
+        if faults:
+            reasons = "; ".join(f"{where}: {why}" for _, where, why in faults)
+            invalid.append(f"item {index} ({reasons})")
+            codes.append({"item": index, "codes": [code for code, _, _ in faults]})
+            mention_targets = mention_targets or any(
+                code in ("no_target", "unknown_target") for code, _, _ in faults
+            )
+    if not invalid:
+        return None
+    message = (
+        f"Rejected {len(invalid)} of {len(items)} task items; nothing was spawned. "
+        f"Fix and resubmit the whole batch. Invalid: {'; '.join(invalid)}."
+    )
+    if mention_targets:
+        message += " " + _available(categories, agents)
+    return _error("invalid_items", message, items=codes)

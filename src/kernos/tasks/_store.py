@@ -1,0 +1,272 @@
+"""The durable task record: a ``tasks`` table and an append-only ``task_events`` table (spec §6).
+
+Writes from the event loop are buffered and committed together on the next loop turn (one
+transaction for everything that happened in that turn), so a thousand children do not mean ten
+thousand commits; every read flushes first, so a reader never sees an older state than a writer set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kernos.runtime import Store, redact
+from kernos.tasks._state import ACTIVE, Residency, TaskStatus
+
+MIGRATIONS = [
+    (
+        1,
+        "tasks and task events",
+        """
+        CREATE TABLE tasks (
+            id TEXT PRIMARY KEY,
+            parent_session TEXT NOT NULL,
+            child_session TEXT,
+            depth INTEGER NOT NULL DEFAULT 1,
+            name TEXT,
+            summary TEXT,
+            description TEXT,
+            label TEXT NOT NULL DEFAULT '',
+            prompt TEXT NOT NULL DEFAULT '',
+            target_kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            model TEXT NOT NULL,
+            background INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL,
+            residency TEXT NOT NULL,
+            run_epoch INTEGER NOT NULL DEFAULT 1,
+            owner_pid INTEGER,
+            final_text TEXT,
+            error TEXT,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX tasks_parent ON tasks(parent_session);
+        CREATE INDEX tasks_status ON tasks(status);
+        CREATE TABLE task_events (
+            task_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            PRIMARY KEY (task_id, seq)
+        )
+        """,
+    ),
+    (
+        2,
+        "owner start time and cancel requests",
+        """
+        ALTER TABLE tasks ADD COLUMN owner_started TEXT;
+        ALTER TABLE tasks ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0
+        """,
+    ),
+]
+
+_COLUMNS = frozenset(
+    {
+        "id", "parent_session", "child_session", "depth", "name", "summary", "description",
+        "label", "prompt", "target_kind", "target", "model", "background", "status", "residency",
+        "run_epoch", "owner_pid", "owner_started", "final_text", "error", "created_at",
+        "started_at", "finished_at", "updated_at", "cancel_requested",
+    }
+)  # fmt: skip
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, Linux); ``None`` when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def process_alive(pid: int, started: str | None) -> bool:
+    """Whether ``pid`` is still the process that recorded ``started`` (pid reuse is caught)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if started is None:
+        return True
+    now = process_start(pid)
+    return now is None or now == started
+
+
+_OWNER_PID = os.getpid()
+_OWNER_STARTED = process_start(_OWNER_PID)
+
+
+class TaskStore:
+    """Task rows and their events in the runtime's SQLite store (migration namespace ``tasks``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        store.migrate("tasks", MIGRATIONS)
+        self._ops: list[tuple[str, Sequence[Any]]] = []
+        self._seq: dict[str, int] = {}
+        self._scheduled = False
+        self.pid = _OWNER_PID
+        self.started = _OWNER_STARTED
+
+    # -- writing -----------------------------------------------------------------------------
+    def _write(self, sql: str, params: Sequence[Any]) -> None:
+        self._ops.append((sql, params))
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        self._scheduled = True
+        loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Commit every buffered write in one transaction."""
+        self._scheduled = False
+        if not self._ops:
+            return
+        ops, self._ops = self._ops, []
+        with self.store.transaction() as conn:
+            for sql, params in ops:
+                conn.execute(sql, tuple(params))
+
+    def insert(self, row: dict[str, Any]) -> None:
+        row = {
+            **row,
+            "owner_pid": self.pid,
+            "owner_started": self.started,
+            "updated_at": time.time(),
+        }
+        keys = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        self._write(f"INSERT INTO tasks ({keys}) VALUES ({marks})", list(row.values()))
+        self._seq[row["id"]] = 0
+
+    def update(self, task_id: str, **fields: Any) -> None:
+        unknown = set(fields) - _COLUMNS
+        if unknown:
+            raise ValueError(f"unknown task columns: {sorted(unknown)}")
+        fields["updated_at"] = time.time()
+        for key in ("final_text", "error"):
+            if isinstance(fields.get(key), str):
+                fields[key] = redact(fields[key])
+        sets = ", ".join(f"{key} = ?" for key in fields)
+        self._write(f"UPDATE tasks SET {sets} WHERE id = ?", [*fields.values(), task_id])
+
+    def event(self, task_id: str, kind: str, payload: dict[str, Any]) -> None:
+        """Append one event (secrets redacted)."""
+        seq = self._seq.get(task_id)
+        if seq is None:
+            self.flush()
+            rows = self.store.query(
+                "SELECT COALESCE(MAX(seq), 0) FROM task_events WHERE task_id = ?", (task_id,)
+            )
+            seq = int(rows[0][0])
+        self._seq[task_id] = seq + 1
+        data = json.dumps(redact(payload), ensure_ascii=False, default=str)
+        self._write(
+            "INSERT INTO task_events (task_id, seq, type, payload, created_at) VALUES (?,?,?,?,?)",
+            (task_id, seq + 1, kind, data, time.time()),
+        )
+
+    def new_id_taken(self, task_id: str) -> bool:
+        self.flush()
+        return bool(self.store.query("SELECT 1 FROM tasks WHERE id = ?", (task_id,)))
+
+    # -- reading -----------------------------------------------------------------------------
+    def get(self, task_id: str) -> dict[str, Any] | None:
+        self.flush()
+        rows = self.store.query("SELECT * FROM tasks WHERE id = ?", (task_id,))
+        return dict(rows[0]) if rows else None
+
+    def recent(self, limit: int = 100) -> list[dict[str, Any]]:
+        self.flush()
+        rows = self.store.query("SELECT * FROM tasks ORDER BY created_at DESC LIMIT ?", (limit,))
+        return [dict(row) for row in rows]
+
+    def events(self, task_id: str) -> list[dict[str, Any]]:
+        self.flush()
+        rows = self.store.query(
+            "SELECT seq, type, payload, created_at FROM task_events WHERE task_id = ? ORDER BY seq",
+            (task_id,),
+        )
+        return [{**dict(row), "payload": json.loads(row["payload"])} for row in rows]
+
+    def transcript(self, task_id: str) -> list[str]:
+        """The task's transcript as text lines (messages, tool calls, results, state changes)."""
+        lines: list[str] = []
+        for event in self.events(task_id):
+            lines.extend(render_event(event["type"], event["payload"]).splitlines())
+        return lines
+
+    # -- recovery ----------------------------------------------------------------------------
+    def reconcile(self) -> list[str]:
+        """Mark ``lost`` every pending/running task whose owning process is gone; returns ids."""
+        self.flush()
+        marks = ", ".join("?" for _ in ACTIVE)
+        rows = self.store.query(
+            f"SELECT id, owner_pid, owner_started, status FROM tasks WHERE status IN ({marks})",
+            [str(s) for s in ACTIVE],
+        )
+        lost: list[str] = []
+        for row in rows:
+            pid = row["owner_pid"]
+            if pid == self.pid or (pid is not None and process_alive(pid, row["owner_started"])):
+                continue
+            reason = f"the process that ran it (pid {pid}) ended before the task finished"
+            self.update(
+                row["id"],
+                status=str(TaskStatus.LOST),
+                residency=str(Residency.DISPOSED),
+                error=reason,
+                finished_at=time.time(),
+            )
+            self.event(row["id"], "status", {"from": row["status"], "to": "lost", "why": reason})
+            lost.append(row["id"])
+        self.flush()
+        return lost
+
+    def request_cancel(self, task_id: str) -> None:
+        self.update(task_id, cancel_requested=1)
+        self.event(task_id, "cancel_requested", {"by": f"pid {self.pid}"})
+        self.flush()
+
+    def cancel_requests(self) -> list[str]:
+        """Ids of this process's active tasks that another process asked to cancel."""
+        self.flush()
+        marks = ", ".join("?" for _ in ACTIVE)
+        rows = self.store.query(
+            "SELECT id FROM tasks WHERE cancel_requested = 1 AND owner_pid = ? "
+            f"AND status IN ({marks})",
+            [self.pid, *(str(s) for s in ACTIVE)],
+        )
+        return [row["id"] for row in rows]
+
+
+def render_event(kind: str, payload: dict[str, Any]) -> str:
+    """One event as transcript text."""
+    if kind == "message":
+        return f"[{payload.get('role', '?')}] {payload.get('text', '')}"
+    if kind == "tool_call":
+        args = json.dumps(payload.get("args"), ensure_ascii=False, default=str)
+        return f"[tool_call] {payload.get('name', '?')} {args}"
+    if kind == "tool_result":
+        mark = " (error)" if payload.get("is_error") else ""
+        return f"[tool_result] {payload.get('name', '?')}{mark}: {payload.get('text', '')}"
+    if kind == "status":
+        why = f" — {payload['why']}" if payload.get("why") else ""
+        epoch = f" (run epoch {payload['epoch']})" if payload.get("epoch") else ""
+        return f"[status] {payload.get('from')} → {payload.get('to')}{epoch}{why}"
+    return f"[{kind}] {json.dumps(payload, ensure_ascii=False, default=str)}"

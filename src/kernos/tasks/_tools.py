@@ -1,0 +1,289 @@
+"""The model-facing tools ``task``, ``task_send``, ``task_output`` and ``task_cancel`` (§4-5)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, identifier, non_blank_text
+from kernos.runtime import Session
+from kernos.tasks._normalize import normalize_task_arguments
+from kernos.tasks._prompts import prompt_text
+from kernos.tasks._resolve import TaskArgs, task_json_schema
+from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
+
+if TYPE_CHECKING:
+    from kernos.tasks._manager import TaskManager, TaskRecord
+
+#: ``task_output(mode="full")`` shows at most this many characters of a transcript.
+FULL_OUTPUT_CAP = 20_000
+
+_JSON_SCHEMA = task_json_schema()
+
+
+# -- result texts (spec §4) ----------------------------------------------------------------------
+
+
+def _handle(record: TaskRecord) -> str:
+    return f'[task_id: {record.id} — continue with task_send(to="{record.id}", message="...")]'
+
+
+def _missing(records: list[TaskRecord]) -> str:
+    names = list(dict.fromkeys(name for r in records for name in r.missing_skills))
+    return f"Missing skills: {', '.join(names)}." if names else ""
+
+
+def _outcome(record: TaskRecord) -> str:
+    if record.status == TaskStatus.COMPLETED or record.status == TaskStatus.INTERRUPTED:
+        return record.final_text
+    return record.error or f"The task ended {record.status}."
+
+
+def _state(manager: TaskManager, record: TaskRecord) -> str:
+    position = manager.queue_position(record) if record.status == TaskStatus.PENDING else None
+    return f"{record.status}, queued at position {position}" if position else str(record.status)
+
+
+def started_text(manager: TaskManager, records: list[TaskRecord]) -> str:
+    """What ``task`` answers right away for a background spawn."""
+    if len(records) == 1:
+        record = records[0]
+        lines = [
+            f"Started task {record.label} ({record.id}, {_state(manager, record)}). Its result is "
+            "delivered to you automatically when it finishes; end your turn if no independent "
+            "work remains."
+        ]
+    else:
+        lines = ["Batch running."]
+        lines += [f"{n}. {r.label} {r.id} ({r.status})" for n, r in enumerate(records, start=1)]
+    missing = _missing(records)
+    return "\n".join([*lines, missing] if missing else lines)
+
+
+def finished_text(records: list[TaskRecord]) -> str:
+    """What ``task`` answers after waiting for a foreground spawn."""
+    missing = _missing(records)
+    if len(records) == 1:
+        record = records[0]
+        parts = [_outcome(record), *([missing] if missing else []), _handle(record)]
+        return "\n\n".join(parts)
+    statuses = {r.status for r in records}
+    if TaskStatus.ERROR in statuses:
+        head = "Batch error."
+    elif TaskStatus.CANCELLED in statuses:
+        head = "Batch cancelled."
+    else:
+        head = "Batch completed."
+    lines = [head]
+    lines += [f"{n}. {r.label} ({r.status}): {_outcome(r)}" for n, r in enumerate(records, start=1)]
+    if missing:
+        lines.append(missing)
+    return "\n".join(lines)
+
+
+def _details(records: list[TaskRecord]) -> dict[str, Any]:
+    return {
+        "task_ids": [r.id for r in records],
+        "statuses": [str(r.status) for r in records],
+    }
+
+
+# -- companion parameters ------------------------------------------------------------------------
+
+
+class SendArgs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    to: str
+    message: str | None = None
+    deliver_as: Literal["followUp", "steer", "interrupt"] = "followUp"
+
+
+class OutputArgs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    task_id: str | None = None
+    name: str | None = None
+    mode: Literal["status", "tail", "full"] = "status"
+    tail_lines: int = Field(default=60, ge=1, le=2000)
+
+
+class CancelArgs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    task_id: str | None = None
+    name: str | None = None
+    reason: str | None = None
+
+
+def _prepare_companion(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        cleaned: Any
+        if key == "tail_lines":
+            cleaned = value if isinstance(value, int) or non_blank_text(value) else None
+        elif key in ("message", "reason"):
+            cleaned = non_blank_text(value)
+        else:
+            cleaned = identifier(value)
+        if cleaned is not None:
+            out[key] = cleaned
+    return out
+
+
+def _unknown(manager: TaskManager, session: Session, key: str) -> ToolError:
+    known = ", ".join(
+        f"{r.id}" + (f" ({r.name})" if r.name else "") + f" {r.status}"
+        for r in manager.children(session)
+    )
+    return ToolError(
+        "unknown_task",
+        f'No task "{key}" in this conversation. Your tasks: {known or "(none yet)"}.',
+    )
+
+
+def _lookup(manager: TaskManager, session: Session, args: OutputArgs | CancelArgs) -> TaskRecord:
+    key = args.task_id or args.name
+    if key is None:
+        raise ToolError("no_task_id", "Give task_id or name of one of your tasks.")
+    record = manager.find(session, key)
+    if record is None:
+        raise _unknown(manager, session, key)
+    return record
+
+
+# -- the tools -----------------------------------------------------------------------------------
+
+
+def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
+    """The four task tools bound to ``session``."""
+
+    async def run_task(params: TaskArgs, ctx: ToolContext) -> ToolResult:
+        resolution = manager.resolve(params, session)
+        if resolution.kind == "error":
+            raise resolution.error or ToolError("invalid_arguments", "invalid task call")
+        records = manager.spawn(session, resolution)
+        if resolution.background:
+            return ToolResult(started_text(manager, records), _details(records))
+        try:
+            await manager.wait(records)
+        except asyncio.CancelledError:
+            for record in records:
+                manager.cancel(record, "the parent's turn was cancelled")
+            raise
+        details = _details(records)
+        return ToolResult(
+            finished_text(records),
+            details,
+            is_error=all(r.status != TaskStatus.COMPLETED for r in records),
+        )
+
+    async def run_send(params: SendArgs, ctx: ToolContext) -> str:
+        record = manager.find(session, params.to)
+        if record is None:
+            raise _unknown(manager, session, params.to)
+        if params.deliver_as == "interrupt":
+            if manager.interrupt(record):
+                return f"Interrupting {record.id}: it stops after its current step."
+            return f"{record.id} is {record.status}, not running; nothing to interrupt."
+        if params.message is None:
+            raise ToolError("no_message", 'Give the message to send, or deliver_as="interrupt".')
+        if record.status in ACTIVE and record.session is not None:
+            record.session.inject(params.message)
+            if record.status == TaskStatus.PENDING:
+                position = record.session.pending_messages
+                return f"Queued for {record.id} at position {position}."
+            return f"Delivered to {record.id}; it reads the message after its current turn."
+        if record.status in SETTLED and record.residency == Residency.RESIDENT:
+            manager.revive(record, params.message)
+            return f"Revived {record.id} (run epoch {record.run_epoch})."
+        raise ToolError(
+            "not_continuable",
+            f"{record.id} is {record.status} ({record.residency}) and cannot be continued; "
+            f'read it with task_output(task_id="{record.id}") or start a new task.',
+        )
+
+    async def run_output(params: OutputArgs, ctx: ToolContext) -> str:
+        record = _lookup(manager, session, params)
+        return output_text(manager, record.id, params.mode, params.tail_lines)
+
+    async def run_cancel(params: CancelArgs, ctx: ToolContext) -> str:
+        record = _lookup(manager, session, params)
+        if manager.cancel(record, params.reason):
+            return f"Cancelled {record.id}; it was stopped and will not report back."
+        return f"{record.id} is {record.status}; nothing changed."
+
+    return [
+        ToolSpec(
+            name="task",
+            description=manager.description,
+            params=TaskArgs,
+            execute=run_task,
+            prepare=normalize_task_arguments,
+            json_schema=_JSON_SCHEMA,
+            max_retries=manager.config.retries,
+        ),
+        ToolSpec(
+            name="task_send",
+            description=prompt_text("task_send.md"),
+            params=SendArgs,
+            execute=run_send,
+            prepare=_prepare_companion,
+            max_retries=manager.config.retries,
+        ),
+        ToolSpec(
+            name="task_output",
+            description=prompt_text("task_output.md"),
+            params=OutputArgs,
+            execute=run_output,
+            prepare=_prepare_companion,
+            max_retries=manager.config.retries,
+        ),
+        ToolSpec(
+            name="task_cancel",
+            description=prompt_text("task_cancel.md"),
+            params=CancelArgs,
+            execute=run_cancel,
+            prepare=_prepare_companion,
+            max_retries=manager.config.retries,
+        ),
+    ]
+
+
+def output_text(manager: TaskManager, task_id: str, mode: str, tail_lines: int = 60) -> str:
+    """``task_output``'s answer, read from the store (read-only; never revives)."""
+    row = manager.store.get(task_id)
+    if row is None:
+        raise ToolError("unknown_task", f"No task {task_id} in the store.")
+    return render_output(row, manager.store.transcript(task_id), mode, tail_lines)
+
+
+def render_output(row: dict[str, Any], transcript: list[str], mode: str, tail_lines: int) -> str:
+    """A task record in one of ``status`` / ``tail`` / ``full`` form."""
+    if mode == "tail":
+        shown = transcript[-tail_lines:]
+        head = f"{row['id']} {row['status']}: last {len(shown)} of {len(transcript)} lines"
+        return "\n".join([head, *shown])
+    if mode == "full":
+        text = "\n".join(transcript)
+        if len(text) > FULL_OUTPUT_CAP:
+            cut = len(text) - FULL_OUTPUT_CAP
+            text = (
+                text[:FULL_OUTPUT_CAP]
+                + f'\n[{cut} more characters elided; use mode="tail" for the latest lines]'
+            )
+        return f"{row['id']} {row['status']}: full transcript\n{text}"
+    lines = [
+        f"{row['id']} {row['status']} ({row['residency']}, run epoch {row['run_epoch']})",
+        f"label: {row['label']}" + (f"  name: {row['name']}" if row["name"] else ""),
+        f"target: {row['target_kind']} {row['target']}  model: {row['model']}",
+    ]
+    if row["error"]:
+        lines.append(f"error: {row['error']}")
+    if row["final_text"]:
+        lines += ["final text:", row["final_text"]]
+    return "\n".join(lines)
