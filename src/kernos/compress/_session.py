@@ -25,7 +25,7 @@ class Status(enum.StrEnum):
 @cache
 def method_text() -> str:
     """The compression method: the compress agent's entire system prompt."""
-    return read_text("method.md")
+    return read_text("method.md").strip()
 
 
 def outcome(protocol: CompressProtocol, rounds: int) -> tuple[Status, str | None]:
