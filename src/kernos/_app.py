@@ -44,7 +44,11 @@ async def _attach_outputs(runtime: Runtime, session: Session) -> Attachment | No
 
 async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None:
     """Sub-agent tasks: ``task``, ``task_send``, ``task_output``, ``task_cancel``."""
-    return None
+    from kernos.tasks import TaskManager
+
+    manager = TaskManager(runtime)
+    session.add_tools(manager.tools_for(session))
+    return manager.attachment(session)
 
 
 ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks)

@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (the seed scenarios are quoted verbatim from spec/tasks.md §2)
 """The pure rules of spec/tasks.md §2–§3: normalization, clamping, resolution, every error code.
 
 The seed's three scenarios run twice: with the real normalizer and with a no-op one. The no-op run
@@ -8,13 +7,13 @@ red/green record: these tests can fail, and do, when normalization is missing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tasks_helpers import S1, S1_NORMALIZED, S2, S3
 
 from kernos.tasks import (
     TaskArgs,
@@ -22,23 +21,6 @@ from kernos.tasks import (
     normalize_task_arguments,
     resolve_run_in_background,
     resolve_spawn_items,
-)
-
-S1 = json.loads(
-    """{"prompt":"TASK: Audit the task tool boundary.","description":"Audit task tool","category":"","subagent_type":"explore",
- "run_in_background":true,"name":"task-padding-audit","model":"","load_skills":[],
- "tasks":[{"prompt":"unused","description":"unused","category":"quick","subagent_type":"","name":"unused","model":"","load_skills":[]}]}"""
-)
-S1_NORMALIZED = json.loads(
-    """{"prompt":"TASK: Audit the task tool boundary.","description":"Audit task tool","subagent_type":"explore","run_in_background":true,"name":"task-padding-audit"}"""
-)
-S2 = json.loads(
-    """{"prompt":"","description":"","category":"","subagent_type":"","run_in_background":true,"name":"","model":"","load_skills":["audit"],
- "tasks":[{"prompt":"TASK: Inspect the argument schema.","description":"","category":"","subagent_type":"explore","name":"","model":"","load_skills":[]},
-          {"prompt":"TASK: Inspect the prompt surfaces.","description":"","category":"quick","subagent_type":"","name":"","model":"","load_skills":[]}]}"""
-)
-S3 = json.loads(
-    """{"prompt":"TASK: Run the single assignment.","subagent_type":"explore","tasks":[{"prompt":"TASK: Run the separate batch assignment.","category":"quick"}]}"""
 )
 
 TARGETS: dict[str, Any] = {"categories": ["quick"], "agents": ["explore"]}
