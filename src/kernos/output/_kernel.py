@@ -208,11 +208,9 @@ class OutputKernel:
             items = parse_output_items(payload, type, meta, max_items=self.max_items)
         except OutputArgumentError as exc:
             return OutputReceipt(channel, exc.message, code=exc.code)
-        total = len(items)
-        outcomes: list[ItemOutcome] = []
-        for index, item in enumerate(items, 1):
-            ctx = OutputContext(channel, agent, index, total, session_id, inbound)
-            outcomes.append(await self.send_one(target, item, ctx))
+        outcomes = await self.send_items(
+            target, items, agent=agent, session_id=session_id, inbound=inbound
+        )
         single = isinstance(payload, str)
         return OutputReceipt(
             channel,
@@ -220,6 +218,24 @@ class OutputKernel:
             tuple(outcomes),
             single=single,
         )
+
+    async def send_items(
+        self,
+        channel: Channel,
+        items: Sequence[OutputItem],
+        *,
+        agent: str = "main",
+        session_id: str | None = None,
+        inbound: InboundMessage | None = None,
+    ) -> list[ItemOutcome]:
+        """The batch: a loop over :meth:`send_one`, in order; a failed item never stops it.
+        The gate and parsing have already passed."""
+        total = len(items)
+        outcomes: list[ItemOutcome] = []
+        for index, item in enumerate(items, 1):
+            ctx = OutputContext(channel.name, agent, index, total, session_id, inbound)
+            outcomes.append(await self.send_one(channel, item, ctx))
+        return outcomes
 
     async def send_one(self, channel: Channel, item: OutputItem, ctx: OutputContext) -> ItemOutcome:
         """One item through every stage: before_output → safe backfill → handler → after_output.

@@ -96,11 +96,9 @@ def _payloads(payload: Any, max_items: int) -> list[str]:
 
 
 def _types(value: Any) -> list[str] | None:
-    if isinstance(value, list) and value and all(is_blank(v) for v in value):
-        return None  # an all-blank array is padding, like "" or []
+    if is_blank(value):
+        return None  # "", [], null and an all-blank array are padding
     if not isinstance(value, list):
-        if is_blank(value):
-            return None
         if not isinstance(value, str):
             raise _fail(
                 "invalid_entry",

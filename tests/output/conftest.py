@@ -1,0 +1,110 @@
+"""Real local peers for the channel tests: a loopback HTTP receiver and a recording channel."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from kernos.output import Channel, ChannelError, OutputContext, OutputItem
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+Responder = Callable[[Received], tuple[int, Any]]
+
+
+def _ok(request: Received) -> tuple[int, Any]:
+    return 200, {"status": "ok", "retcode": 0, "data": {"message_id": 1}}
+
+
+@dataclass
+class Receiver:
+    """A loopback HTTP server that records each POST and answers through ``respond``."""
+
+    respond: Responder = _ok
+    received: list[Received] = field(default_factory=list)
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body: Any = json.loads(raw)
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                request = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                receiver.received.append(request)
+                status, answer = receiver.respond(request)
+                data = (answer if isinstance(answer, str) else json.dumps(answer)).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    peer = Receiver().start()
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@dataclass
+class Recorder:
+    """A channel handler that records every call and fails the items it is told to."""
+
+    fail: dict[int, str] = field(default_factory=dict)
+    calls: list[tuple[OutputItem, OutputContext]] = field(default_factory=list)
+
+    async def __call__(self, item: OutputItem, ctx: OutputContext) -> None:
+        self.calls.append((item, ctx))
+        if ctx.index in self.fail:
+            raise ChannelError(self.fail[ctx.index])
+
+    @property
+    def items(self) -> list[OutputItem]:
+        return [item for item, _ in self.calls]
+
+    def channel(self, name: str = "qq", **kwargs: Any) -> Channel:
+        return Channel(name, self, **kwargs)
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
