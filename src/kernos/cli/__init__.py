@@ -11,6 +11,7 @@ from kernos.cli import compress as _compress
 from kernos.cli import demo as _demo
 from kernos.cli import run as _run
 from kernos.cli import send as _send
+from kernos.cli import tasks as _tasks
 
 app = typer.Typer(
     name="kernos",
@@ -42,6 +43,7 @@ _run.register(app)
 _demo.register(app)
 _compress.register(app)
 _send.register(app)
+_tasks.register(app)
 
 
 def main() -> None:

@@ -93,9 +93,14 @@ class _Slots:
                 return index
         return None
 
-    async def acquire(self, record: TaskRecord) -> None:
+    def try_acquire(self) -> bool:
         if self.free():
             self.active += 1
+            return True
+        return False
+
+    async def acquire(self, record: TaskRecord) -> None:
+        if self.try_acquire():
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting.append((record, future))
@@ -350,26 +355,34 @@ class TaskManager:
         return self._slots_for(record.model_name).position(record)
 
     def _start(self, record: TaskRecord, text: str) -> None:
+        # a free slot is taken now, so the caller already sees the child running
+        slots = self._slots_for(record.model_name)
+        holds_slot = slots.try_acquire()
+        if holds_slot:
+            record.started_at, record.finished_at = time.time(), None
+            self._move(record, TaskStatus.RUNNING)
+        elif record.status in SETTLED:
+            self._move(record, TaskStatus.PENDING)
         record.runner = asyncio.get_running_loop().create_task(
-            self._run(record, text), name=f"kernos-task-{record.id}"
+            self._run(record, text, holds_slot), name=f"kernos-task-{record.id}"
         )
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
 
-    async def _run(self, record: TaskRecord, text: str) -> None:
+    async def _run(self, record: TaskRecord, text: str, holds_slot: bool) -> None:
         slots = self._slots_for(record.model_name)
         session = record.session
         assert session is not None
-        if record.status in SETTLED and not slots.free():
-            self._move(record, TaskStatus.PENDING)
+        if not holds_slot:
+            try:
+                await slots.acquire(record)
+            except asyncio.CancelledError:
+                self._move(record, record.end_as or TaskStatus.CANCELLED)
+                return
         try:
-            await slots.acquire(record)
-        except asyncio.CancelledError:
-            self._move(record, record.end_as or TaskStatus.CANCELLED)
-            return
-        try:
-            record.started_at, record.finished_at = time.time(), None
-            self._move(record, TaskStatus.RUNNING)
+            if record.status != TaskStatus.RUNNING:
+                record.started_at, record.finished_at = time.time(), None
+                self._move(record, TaskStatus.RUNNING)
             final = await session.prompt(text)
             while not record.interrupt:
                 queued = session.take_queued()  # a message that arrived as the run ended

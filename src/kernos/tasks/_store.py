@@ -238,6 +238,24 @@ class TaskStore:
         self.flush()
         return lost
 
+    def cancel(self, task_id: str) -> tuple[bool, str]:
+        """Cancel from outside the owning process: ``(changed, what happened)``.
+
+        A live owner is asked (it polls and stops the child); a dead owner's task is reconciled
+        to ``lost`` first, so nothing is left to cancel.
+        """
+        self.reconcile()
+        row = self.get(task_id)
+        if row is None:
+            return False, f"no task {task_id} in the store"
+        if row["status"] not in {str(s) for s in ACTIVE}:
+            return False, f"{task_id} is {row['status']}; nothing changed"
+        self.request_cancel(task_id)
+        return True, (
+            f"cancel requested for {task_id} ({row['status']}); the process running it "
+            f"(pid {row['owner_pid']}) stops it within a second"
+        )
+
     def request_cancel(self, task_id: str) -> None:
         self.update(task_id, cancel_requested=1)
         self.event(task_id, "cancel_requested", {"by": f"pid {self.pid}"})

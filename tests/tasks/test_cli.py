@@ -1,0 +1,130 @@
+"""``kernos run`` and ``kernos tasks`` as real subprocesses against the local server: a process
+killed mid-task leaves its child ``lost``; ``--no-wait`` abandons children as ``lost``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tasks_helpers import agent_is, system
+
+from kernos.testing import FakeOpenAIServer, text, tool_call
+
+KERNOS = str(Path(sys.executable).with_name("kernos"))
+SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+         "run_in_background": True, "category": "", "model": "", "tasks": []}  # fmt: skip
+
+
+class GatedServer(FakeOpenAIServer):
+    """Holds every child request until ``gate`` opens, without blocking the parent's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def _answer(self, request: dict[str, Any], authorization: str) -> Any:
+        if "EXPLORE-AGENT" in system(request):
+            self.gate.wait(30)
+        return super()._answer(request, authorization)
+
+
+@pytest.fixture
+def gated() -> Iterator[GatedServer]:
+    fake = GatedServer()
+    with fake:
+        yield fake
+        fake.gate.set()
+
+
+def env(project: Path, server: FakeOpenAIServer) -> dict[str, str]:
+    return {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+
+
+def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KERNOS, *args], cwd=project, env=env(project, server), capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+def wait_for_status(project: Path, status: str, timeout: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
+                rows = db.execute("SELECT id FROM tasks WHERE status = ?", (status,)).fetchall()
+        except sqlite3.OperationalError:
+            rows = []
+        if rows:
+            return str(rows[0][0])
+        time.sleep(0.05)
+    raise AssertionError(f"no task became {status} within {timeout}s")
+
+
+def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -> None:
+    gated.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("never delivered", when=agent_is("EXPLORE-AGENT")),
+    )
+    proc = subprocess.Popen(
+        [KERNOS, "run", "survey it", "-q"], cwd=project, env=env(project, gated),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        task_id = wait_for_status(project, "running")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    listed = kernos(project, gated, "tasks", "list")
+    assert listed.returncode == 0, listed.stderr
+    (line,) = listed.stdout.splitlines()
+    assert line.split("\t")[:3] == [task_id, "lost", "disposed"]
+    shown = kernos(project, gated, "tasks", "show", task_id)
+    assert f"error: the process that ran it (pid {proc.pid}) ended" in shown.stdout
+    transcript = kernos(project, gated, "tasks", "output", task_id, "--tail", "2")
+    assert transcript.stdout.splitlines()[-1].startswith("[status] running → lost")
+    cancel = kernos(project, gated, "tasks", "cancel", task_id)
+    assert cancel.returncode == 1 and "is lost; nothing changed" in cancel.stderr
+
+
+def test_no_wait_abandons_unfinished_children_as_lost(project: Path, gated: GatedServer) -> None:
+    gated.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+    )
+    run = kernos(project, gated, "run", "survey it", "--no-wait", "-q")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "Started; not waiting.\n"
+    listed = kernos(project, gated, "tasks", "list")
+    assert listed.stdout.split("\t")[1] == "lost"
+
+
+def test_run_waits_for_background_children_and_delivers_them(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT")),
+        text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    run = kernos(project, server, "run", "survey it")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "Survey: 3 modules.\n"
+    assert "(t_" in run.stderr and ", running). Its result is delivered" in run.stderr
+    listed = kernos(project, server, "tasks", "list")
+    assert listed.stdout.split("\t")[1:3] == ["completed", "disposed"]
+    task_id = listed.stdout.split("\t")[0]
+    out = kernos(project, server, "tasks", "output", task_id)
+    assert "[assistant] The survey found 3 modules." in out.stdout
