@@ -11,6 +11,7 @@ import pytest
 from kernos.testing import FakeOpenAIServer, Reply, text, tool_call
 
 MODEL = "openai-chat:test"
+NL = "\n"
 
 
 def loss(content: str, reason: str) -> dict[str, str]:
@@ -32,7 +33,7 @@ def approving_agent(
     return [
         rewrite(draft, losses, when=f"Compress the file {name}."),
         text("Draft submitted.", when="recorded: ", repeat=True),
-        approve(when=f"\n{draft}\n</draft-"),
+        approve(when=f"\n{draft}{'' if draft.endswith(NL) else NL}</draft-"),
     ]
 
 
