@@ -6,9 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import warnings
 from typing import Any
 
 import apprise
+
+with warnings.catch_warnings():
+    # Apprise loads its PGP helper lazily on the first attachment, and that helper imports the
+    # stdlib's deprecated ``imghdr`` (a DeprecationWarning on 3.11/3.12). Load it once, quietly.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import apprise.utils.pgp
 
 from kernos.output._channel import Channel, ChannelConfig, ChannelError, OutputContext
 from kernos.output._parse import OutputItem
