@@ -93,17 +93,16 @@ class _Slots:
                 return index
         return None
 
-    def try_acquire(self) -> bool:
+    def reserve(self, record: TaskRecord) -> asyncio.Future[None] | None:
+        """Take a free slot now (``None``) or join the queue (a future resolved with the slot)."""
         if self.free():
             self.active += 1
-            return True
-        return False
-
-    async def acquire(self, record: TaskRecord) -> None:
-        if self.try_acquire():
-            return
+            return None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting.append((record, future))
+        return future
+
+    async def wait(self, record: TaskRecord, future: asyncio.Future[None]) -> None:
         try:
             await future
         except asyncio.CancelledError:
@@ -357,25 +356,27 @@ class TaskManager:
     def _start(self, record: TaskRecord, text: str) -> None:
         # a free slot is taken now, so the caller already sees the child running
         slots = self._slots_for(record.model_name)
-        holds_slot = slots.try_acquire()
-        if holds_slot:
+        queued = slots.reserve(record)
+        if queued is None:
             record.started_at, record.finished_at = time.time(), None
             self._move(record, TaskStatus.RUNNING)
         elif record.status in SETTLED:
             self._move(record, TaskStatus.PENDING)
         record.runner = asyncio.get_running_loop().create_task(
-            self._run(record, text, holds_slot), name=f"kernos-task-{record.id}"
+            self._run(record, text, queued), name=f"kernos-task-{record.id}"
         )
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
 
-    async def _run(self, record: TaskRecord, text: str, holds_slot: bool) -> None:
+    async def _run(
+        self, record: TaskRecord, text: str, queued: asyncio.Future[None] | None
+    ) -> None:
         slots = self._slots_for(record.model_name)
         session = record.session
         assert session is not None
-        if not holds_slot:
+        if queued is not None:
             try:
-                await slots.acquire(record)
+                await slots.wait(record, queued)
             except asyncio.CancelledError:
                 self._move(record, record.end_as or TaskStatus.CANCELLED)
                 return
@@ -385,10 +386,10 @@ class TaskManager:
                 self._move(record, TaskStatus.RUNNING)
             final = await session.prompt(text)
             while not record.interrupt:
-                queued = session.take_queued()  # a message that arrived as the run ended
-                if queued is None:
+                late = session.take_queued()  # a message that arrived as the run ended
+                if late is None:
                     break
-                final = await session.prompt(queued)
+                final = await session.prompt(late)
         except asyncio.CancelledError:
             record.finished_at = time.time()
             self._move(record, record.end_as or TaskStatus.CANCELLED)
