@@ -159,12 +159,12 @@ class ChannelConfig:
                 allowed = ", ".join(("kind", "description", *accepted))
                 raise self.error(
                     key,
-                    f"unknown key {key!r} for channel [{self.name}] (kind {self.kind})",
+                    f"unknown key {key!r} for channel {self.name!r} (kind {self.kind})",
                     f"accepted keys: {allowed}",
                 )
         for key in required:
             if key not in self.options:
-                raise self.error(key, f"channel [{self.name}] needs {key!r}", f"add {key} = ...")
+                raise self.error(key, f"channel {self.name!r} needs {key!r}", f"add {key} = ...")
 
     def text(self, key: str, default: str | None = None) -> str | None:
         value = self.options.get(key, default)

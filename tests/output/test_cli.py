@@ -1,0 +1,96 @@
+"""spec/output.md §7: `kernos send` and `kernos channels` as a user runs them (real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+from tests.conftest import KERNOS
+
+CONFIG = textwrap.dedent("""
+    [agents.bot]
+    allowed_outputs = ["term"]
+
+    [channels.log]
+    kind = "file"
+    description = "Audit log."
+    path = "out/log.jsonl"
+
+    [channels.term]
+    kind = "console"
+""")
+
+
+def kernos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KERNOS_HOME": str(cwd / ".kernos")}
+    return subprocess.run(
+        [KERNOS, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_send_single_batch_failure_and_rejection(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG)
+    log = tmp_path / "out/log.jsonl"
+
+    single = kernos("send", "log", "hello", cwd=tmp_path)
+    assert (single.returncode, single.stdout) == (0, "ok\n")
+
+    partial = kernos(
+        "send", "log", "start", "{oops", "done",
+        "--type", "text", "--type", "json", "--type", "text", "--meta", '{"run": 1}',
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert partial.returncode == 1
+    assert partial.stdout.splitlines()[0] == "sent 2/3 messages via [log]:"
+    assert partial.stdout.splitlines()[2].startswith("[2] json failed: payload is not valid JSON")
+
+    rejected = kernos(
+        "send", "log", "a", "b", "--type", "text", "--type", "x", "--type", "y", cwd=tmp_path
+    )
+    assert rejected.returncode == 2
+    assert rejected.stdout.startswith("`payload` has 2 entries, `type` has 3")
+
+    unauthorized = kernos("send", "log", "a", "b", "--agent", "bot", cwd=tmp_path)
+    assert unauthorized.returncode == 2
+    assert unauthorized.stdout == (
+        "channel [log] is not authorized for this agent; see output_list_channels\n"
+    )
+    assert [(x["payload"], x["meta"]) for x in lines(log)] == [
+        ("hello", None),
+        ("start", '{"run": 1}'),
+        ("done", '{"run": 1}'),
+    ]
+
+
+def test_send_to_the_console_and_list_channels(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG)
+    sent = kernos("send", "term", "hi", "there", "--agent", "bot", cwd=tmp_path)
+    assert (sent.returncode, sent.stdout) == (
+        0,
+        "[term] hi\n[term] there\nsent 2 messages via [term]\n",
+    )
+    listed = kernos("channels", cwd=tmp_path)
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines() == [
+        "- log (file): Audit log. Types: text, markdown, json.",
+        "- term (console): Prints each message on the terminal of the person running kernos. "
+        "Types: text, markdown.",
+    ]
+
+
+def test_config_mistakes_are_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text('[channels.log]\nkind = "file"\npath = "x"\nmode = "a"\n')
+    result = kernos("channels", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "channels.log.mode: unknown key 'mode' for channel 'log'" in result.stderr
+    unknown_agent = kernos(
+        "send", "log", "x", "--agent", "ghost", "-c", "kernos.toml", cwd=tmp_path
+    )
+    assert unknown_agent.returncode == 2
