@@ -1,8 +1,5 @@
 """spec/compress.md §5: `kernos compress` as a user runs it."""
 
-# Snapshots hold report text verbatim, long lines included.
-# ruff: noqa: E501
-
 from __future__ import annotations
 
 import json
@@ -119,7 +116,8 @@ def test_in_place_report_summary_json_and_exit_1(
     result = invoke("*.md", "-i", "-m", MODEL, "--json", "report.json", "--tokenizer", "bytes")
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr == snapshot(f"""\
+    assert result.stderr == (
+        f"""\
 Compressing 3 file(s) with openai-chat:test
   a.md: approved, 15 → 4 tok (73.3%), 1 draft(s), 1 loss(es)
     - {"x" * 200}…
@@ -130,7 +128,8 @@ Compressing 3 file(s) with openai-chat:test
   empty.md: stalled, 0 → - tok (-), 0 draft(s), 0 loss(es)
       nothing written: no text to compress
 Approved 1/3: 15 → 4 tokens (73.3% smaller)
-""")
+"""
+    )
     assert files[0].read_text() == "Answer politely.\n"
     assert files[1].read_text() == SOURCE
     report = json.loads((workdir / "report.json").read_text())

@@ -106,6 +106,21 @@ def _read(path: Path) -> str:
         raise OSError(f"cannot read {path}: it is not UTF-8 text") from None
 
 
+async def _write(destination: Path, text: str, source: Path) -> Path:
+    """The atomic write, in a thread so its fsync never stalls the other sessions.
+
+    An interrupt cannot stop a replace already under way in the thread; it is awaited to the end
+    so the report says truthfully that the file was written.
+    """
+    job = asyncio.ensure_future(
+        asyncio.to_thread(atomic_write, destination, text, mode_from=source)
+    )
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        return await job
+
+
 async def _compress_path(
     path: Path,
     model: Model,
@@ -127,8 +142,7 @@ async def _compress_path(
             return _report(path, protocol, status, error)
         draft = protocol.latest
         assert draft is not None
-        # synchronous on purpose: no await between approval and the atomic replace
-        written = atomic_write(destination, with_trailing_newline(draft.text), mode_from=path)
+        written = await _write(destination, with_trailing_newline(draft.text), path)
         return _report(path, protocol, status, None, output=written)
     except asyncio.CancelledError:
         return _report(path, protocol, Status.CANCELLED, INTERRUPTED)

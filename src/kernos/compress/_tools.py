@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from functools import cache
 from importlib import resources
 from typing import Annotated, Any
 
@@ -37,8 +38,9 @@ def _not_blank(value: str) -> str:
 NonBlank = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 
 
+@cache
 def read_text(name: str) -> str:
-    """A model-facing text file shipped next to this module."""
+    """A model-facing text file shipped next to this module (read once per process)."""
     return resources.files("kernos.compress").joinpath(name).read_text(encoding="utf-8")
 
 
@@ -104,6 +106,12 @@ def rewrite_result(protocol: CompressProtocol) -> str:
     )
 
 
+@cache
+def _schema(params: type[BaseModel]) -> dict[str, Any]:
+    # built once per process: pydantic rebuilds a JSON schema on every call, once per model turn
+    return params.model_json_schema()
+
+
 def compress_tools(protocol: CompressProtocol) -> list[ToolSpec[Any]]:
     """``rewrite`` and ``approve`` bound to one file's protocol."""
 
@@ -135,11 +143,13 @@ def compress_tools(protocol: CompressProtocol) -> list[ToolSpec[Any]]:
             params=RewriteArgs,
             execute=rewrite,
             prepare=prepare_rewrite,
+            json_schema=_schema(RewriteArgs),
         ),
         ToolSpec(
             name="approve",
             description=read_text("approve.md").strip(),
             params=ApproveArgs,
             execute=approve,
+            json_schema=_schema(ApproveArgs),
         ),
     ]
