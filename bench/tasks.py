@@ -1,0 +1,111 @@
+"""Benchmark of the task subsystem (not a test): ``.venv/bin/python bench/tasks.py``.
+
+1. Per-call boundary cost of ``task`` (normalize + schema validation + resolve) against pydantic
+   validation of the same raw arguments alone, as a ratio (target ≤ 1.5×).
+2. Time and peak memory to run 1,000 background children to completion with an instant scripted
+   model (pydantic-ai ``FunctionModel``), through the real tool, manager and SQLite store
+   (targets < 10 s, < 300 MB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+import timeit
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tasks"))
+
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from tasks_helpers import S1, S2, S3
+
+from kernos.boundary import ToolContext, call_tool
+from kernos.runtime import Runtime, load_config
+from kernos.tasks import TaskArgs, TaskManager, normalize_task_arguments
+from kernos.tasks import resolve_spawn_items as resolve
+
+CLEAN = {"prompt": "TASK: Audit the boundary.", "subagent_type": "explore", "name": "audit"}
+CATEGORIES, AGENTS, TOOLS = ("quick",), ("explore",), ("read",)
+
+
+def per_call(fn: Any, number: int = 20_000) -> float:
+    return min(timeit.repeat(fn, number=number, repeat=7)) / number
+
+
+def boundary_overhead() -> None:
+    print("1. per-call boundary cost (µs; best of 7 × 20,000 calls)")
+    print(f"   {'case':<14}{'plain validate':>16}{'normalize+validate+resolve':>30}{'ratio':>8}")
+    for name, raw in (("S1 padded", S1), ("S2 batch", S2), ("S3 ambiguous", S3), ("clean", CLEAN)):
+
+        def plain(raw: dict[str, Any] = raw) -> None:
+            TaskArgs.model_validate(raw)
+
+        def boundary(raw: dict[str, Any] = raw) -> None:
+            params = TaskArgs.model_validate(normalize_task_arguments(raw))
+            resolve(params, categories=CATEGORIES, agents=AGENTS, tools=TOOLS)
+
+        base, ours = per_call(plain), per_call(boundary)
+        print(f"   {name:<14}{base * 1e6:>16.2f}{ours * 1e6:>30.2f}{ours / base:>7.2f}×")
+
+
+async def instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    return ModelResponse(parts=[TextPart("done")])
+
+
+async def thousand_children(count: int = 1000, trace: bool = False) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        (home / "kernos.toml").write_text(
+            'default_model = "fn"\n[categories.quick]\ndescription = "q"\n', encoding="utf-8"
+        )
+        os.environ["KERNOS_HOME"] = str(home / ".kernos")
+        runtime = Runtime(load_config(cwd=home))
+        model = FunctionModel(instant)
+        runtime.model = lambda name: model  # type: ignore[method-assign]
+        manager = TaskManager(runtime)
+        session = runtime.session("main", record_turns=False, instructions="")
+        session.add_tools(manager.tools_for(session))
+        spec = session.tools["task"]
+        ctx = ToolContext(extras={"session": session})
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if trace:
+            tracemalloc.start()
+        started = time.perf_counter()
+        left = count
+        while left:
+            size = min(16, left)
+            items = [{"prompt": f"child {left - i}", "model": "", "name": ""} for i in range(size)]
+            args = {"run_in_background": True, "category": "quick", "prompt": "", "tasks": items}
+            result = await call_tool(spec, json.dumps(args), ctx)
+            assert not result.is_error, result.text
+            left -= size
+        await manager.wait_all()
+        await manager.aclose(wait=True)
+        elapsed = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory() if trace else (0, 0)
+        tracemalloc.stop()
+        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        done = sum(1 for r in manager.records.values() if r.status == "completed")
+        notices = session.take_queued() or ""
+        runtime.close()
+    print(f"2. {count} background children (concurrency {manager.config.tasks.concurrency}/model)")
+    woken = notices.count("task completion")
+    print(f"   completed: {done}/{count}; completion notices queued: {woken}")
+    traced = f"peak traced {peak / 2**20:.1f} MB (tracemalloc on); " if trace else ""
+    print(f"   wall time: {elapsed:.2f} s" + (" (slowed by tracemalloc)" if trace else ""))
+    print(f"   memory: {traced}max RSS {rss_after / 1024:.0f} MB "
+          f"(was {rss_before / 1024:.0f} MB before)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    boundary_overhead()
+    asyncio.run(thousand_children())
+    asyncio.run(thousand_children(trace=True))
