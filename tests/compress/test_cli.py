@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import time
@@ -250,3 +251,37 @@ def test_a_signal_mid_run_leaves_every_file_intact(
     assert stderr.count("cancelled, ") == 4
     assert sorted(n for n in os.listdir(workdir) if n != ".kernos") == names  # no temp files
     assert all((workdir / name).read_text() == SOURCE for name in names)
+
+
+def test_a_progress_bar_is_drawn_on_a_terminal(server: FakeOpenAIServer, workdir: Path) -> None:
+
+    server.delay = 0.2
+    for name in ("a.md", "b.md"):
+        (workdir / name).write_text(SOURCE)
+        server.script(*approving_agent(name, "Answer politely."))
+    leader, follower = pty.openpty()
+    env = {**kernos(workdir, server), "TERM": "xterm", "COLUMNS": "100"}
+    env.pop("NO_COLOR", None)
+    process = subprocess.Popen(
+        [KERNOS, "compress", "a.md", "b.md", "-i", "-m", MODEL],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+    )
+    os.close(follower)
+    captured = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the process is gone
+            break
+        if not chunk:
+            break
+        captured += chunk
+    os.close(leader)
+    assert process.wait(timeout=30) == 0
+    process.stdout.close()  # type: ignore[union-attr]
+    shown = captured.decode("utf-8", "replace")
+    assert "compressing" in shown and "2/2" in shown
+    assert "Approved 2/2" in shown
