@@ -140,3 +140,15 @@ def test_long_channel_names_cannot_become_tools(recorder: Recorder) -> None:
     long = OutputKernel([Channel("x" * 60, recorder)])
     with pytest.raises(ValueError, match="tool name"):
         output_tools(long)
+
+
+async def test_the_send_tool_backfills_from_the_inbound_message(recorder: Recorder) -> None:
+    from kernos.output import InboundMessage
+
+    kernel = OutputKernel([recorder.channel("qq", recipient_keys=("user_id", "group_id"))])
+    private = InboundMessage("qq", "10001", "private")
+    send = output_tools(kernel, inbound=private)[0]
+    await call_tool(send, {"payload": "hi"}, ToolContext())
+    group = InboundMessage("qq", "10001", "group", "555")
+    await call_tool(send, {"payload": "hi"}, ToolContext(extras={"inbound": group}))
+    assert [i.meta for i in recorder.items] == ['{"user_id":"10001"}', None]
