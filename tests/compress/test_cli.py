@@ -181,22 +181,26 @@ def kernos(cwd: Path, server: FakeOpenAIServer) -> dict[str, str]:
     return {**base, **server.env(), "KERNOS_HOME": str(cwd / ".kernos")}
 
 
+def run_kernos(cwd: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KERNOS, *args],
+        cwd=cwd,
+        env=kernos(cwd, server),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_a_real_process_pipes_the_text_and_records_a_cassette(
     server: FakeOpenAIServer, workdir: Path
 ) -> None:
     (workdir / "p.md").write_text(SOURCE)
     server.script(*approving_agent("p.md", "Answer politely."))
-    result = subprocess.run(
-        [KERNOS, "compress", "p.md", "-m", MODEL, "--record", "cassette.json"],
-        cwd=workdir,
-        env=kernos(workdir, server),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_kernos(workdir, server, "compress", "p.md", "-m", MODEL, "--record", "c.json")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Answer politely.\n"
-    cassette = (workdir / "cassette.json").read_text()
+    cassette = (workdir / "c.json").read_text()
     assert [t.get("tool_calls", [{}])[0].get("name") for t in json.loads(cassette)["turns"]] == [
         "rewrite",
         None,
@@ -204,14 +208,7 @@ def test_a_real_process_pipes_the_text_and_records_a_cassette(
     ]
     assert "test-key" not in cassette
     # the cassette replays offline
-    replayed = subprocess.run(
-        [KERNOS, "compress", "p.md", "-m", "replay:cassette.json"],
-        cwd=workdir,
-        env=kernos(workdir, server),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    replayed = run_kernos(workdir, server, "compress", "p.md", "-m", "replay:c.json")
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == "Answer politely.\n"
     assert len(server.requests) == 3

@@ -34,6 +34,23 @@ SOURCE = (
 DRAFT = "Answer politely.\nTimeout: default 30s."
 
 
+def source_file(workdir: Path) -> Path:
+    source = workdir / "p.md"
+    source.write_text(SOURCE)
+    return source
+
+
+def scripted_files(server: FakeOpenAIServer, workdir: Path, count: int) -> list[Path]:
+    """``f0.md`` … with an approving agent scripted for each (its draft: ``short N``)."""
+    paths = []
+    for i in range(count):
+        path = workdir / f"f{i}.md"
+        path.write_text(f"File {i}: {SOURCE}")
+        paths.append(path)
+        server.script(*approving_agent(f"f{i}.md", f"short {i}"))
+    return paths
+
+
 async def run(paths: list[Path], **options: Any) -> list[FileReport]:
     return await compress_files(paths, model=MODEL, **options)
 
@@ -42,8 +59,7 @@ async def test_rewrite_review_approve_writes_the_file(
     openai_env: FakeOpenAIServer, workdir: Path
 ) -> None:
     server = openai_env
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     source.chmod(0o640)
     server.script(
         *approving_agent("p.md", DRAFT, [loss("You are a helpful assistant.", "role framing")])
@@ -82,8 +98,7 @@ async def test_approve_in_the_same_turn_as_its_rewrite_is_refused(
     openai_env: FakeOpenAIServer, workdir: Path
 ) -> None:
     server = openai_env
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     server.script(
         rewrite(DRAFT, when="Compress the file"),
         approve(when="Draft 1 recorded"),
@@ -102,8 +117,7 @@ async def test_approve_in_the_same_turn_as_its_rewrite_is_refused(
 
 async def test_a_stall_writes_nothing(openai_env: FakeOpenAIServer, workdir: Path) -> None:
     server = openai_env
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     server.script(
         rewrite(DRAFT, when="Compress the file"),
         text("Done.", when="Draft 1 recorded"),
@@ -120,8 +134,7 @@ async def test_a_stall_writes_nothing(openai_env: FakeOpenAIServer, workdir: Pat
 
 async def test_over_budget_with_one_round(openai_env: FakeOpenAIServer, workdir: Path) -> None:
     server = openai_env
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     server.script(
         rewrite(DRAFT, when="Compress the file"),
         text("Done.", when="Draft 1 recorded"),
@@ -142,8 +155,7 @@ async def test_over_budget_with_one_round(openai_env: FakeOpenAIServer, workdir:
 
 async def test_no_draft_is_stalled(openai_env: FakeOpenAIServer, workdir: Path) -> None:
     server = openai_env
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     server.script(text("I would rather not."))
     [report] = await run([source], in_place=True)
     assert (report.status, report.error) == (Status.STALLED, "the agent submitted no draft")
@@ -186,12 +198,7 @@ async def test_eight_files_in_place_four_at_a_time(
 ) -> None:
     server = openai_env
     server.delay = 0.05
-    paths = []
-    for i in range(8):
-        path = workdir / f"f{i}.md"
-        path.write_text(f"File {i}: {SOURCE}")
-        paths.append(path)
-        server.script(*approving_agent(f"f{i}.md", f"short {i}"))
+    paths = scripted_files(server, workdir, 8)
     model = CountingModel(Runtime(Config()).model(MODEL))
     done: list[str] = []
     reports = await compress_files(
@@ -262,8 +269,7 @@ async def test_unreadable_file_is_cancelled(openai_env: FakeOpenAIServer, workdi
 async def test_without_a_destination_the_text_is_returned_not_written(
     openai_env: FakeOpenAIServer, workdir: Path
 ) -> None:
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     openai_env.script(*approving_agent("p.md", DRAFT))
     [report] = await run([source])
     assert (report.text, report.output) == (DRAFT + "\n", None)
@@ -273,8 +279,7 @@ async def test_without_a_destination_the_text_is_returned_not_written(
 async def test_out_writes_elsewhere_and_leaves_the_source(
     openai_env: FakeOpenAIServer, workdir: Path
 ) -> None:
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     openai_env.script(*approving_agent("p.md", DRAFT))
     [report] = await run([source], out=workdir / "p.min.md")
     assert (workdir / "p.min.md").read_text() == DRAFT + "\n"
@@ -287,12 +292,8 @@ async def test_stop_aborts_sessions_in_flight_and_cancels_the_rest(
 ) -> None:
     server = openai_env
     server.delay = 0.3
-    paths = []
-    for i in range(3):
-        path = workdir / f"f{i}.md"
-        path.write_text(SOURCE)
-        paths.append(path)
-        server.script(*approving_agent(f"f{i}.md", f"short {i}"))
+    paths = scripted_files(server, workdir, 3)
+    originals = [p.read_text() for p in paths]
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(0.1, stop.set)
     reports = await run(paths, in_place=True, agents=1, stop=stop)
@@ -301,7 +302,7 @@ async def test_stop_aborts_sessions_in_flight_and_cancels_the_rest(
         (Status.CANCELLED, "interrupted before it started"),
         (Status.CANCELLED, "interrupted before it started"),
     ]
-    assert all(p.read_text() == SOURCE for p in paths)
+    assert [p.read_text() for p in paths] == originals
     assert sorted(os.listdir(workdir)) == ["f0.md", "f1.md", "f2.md"]
 
 
@@ -309,8 +310,7 @@ async def test_cancelling_the_caller_cancels_every_file(
     openai_env: FakeOpenAIServer, workdir: Path
 ) -> None:
     openai_env.delay = 0.3
-    source = workdir / "p.md"
-    source.write_text(SOURCE)
+    source = source_file(workdir)
     openai_env.script(*approving_agent("p.md", DRAFT))
     task = asyncio.create_task(run([source], in_place=True))
     await asyncio.sleep(0.1)
