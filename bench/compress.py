@@ -3,7 +3,9 @@
 A scripted agent with a fixed latency per model turn (pydantic-ai ``FunctionModel`` sleeping
 ``--latency`` seconds) compresses ``--files`` files in place at each ``-n``. Each file takes three
 model turns (rewrite; end of turn; approve at review), so the ideal wall time is
-``files × 3 × latency / n``; the ratio measured / ideal is the overhead of kernos itself.
+``files × 3 × latency / n``; the ratio measured / ideal is the overhead of kernos itself, and
+``cpu ms/turn`` is the process CPU time spent per model turn (the agent loop, the tools, the
+token counts, the writes): once ``n`` turns' CPU exceeds one turn's latency, the loop is CPU-bound.
 
     .venv/bin/python bench/compress.py                # 200 files, 50 ms, -n 1 4 16 64
     .venv/bin/python bench/compress.py --agents 16    # one setting
@@ -47,7 +49,7 @@ def scripted_agent(latency: float) -> FunctionModel:
     return FunctionModel(answer, model_name="scripted")
 
 
-async def concurrency_run(files: int, agents: int, latency: float) -> float:
+async def concurrency_run(files: int, agents: int, latency: float) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for i in range(files):
@@ -57,13 +59,13 @@ async def concurrency_run(files: int, agents: int, latency: float) -> float:
                 "answer politely. The timeout defaults to 30 seconds.\n"
             )
             paths.append(path)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         reports = await compress_files(
             paths, model=scripted_agent(latency), agents=agents, in_place=True
         )
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert all(r.status is Status.APPROVED for r in reports), "a scripted file was not approved"
-    return elapsed
+    return elapsed, cpu
 
 
 def throughput(count: object, text: str, repeat: int = 3) -> float:
@@ -88,11 +90,12 @@ def main() -> None:
         f"compress_files: {args.files} files, {TURNS_PER_FILE} model turns each, "
         f"{args.latency * 1000:.0f} ms per turn"
     )
-    print(f"{'-n':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6}")
+    print(f"{'-n':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'cpu ms/turn':>12}")
     for agents in args.agents:
-        wall = asyncio.run(concurrency_run(args.files, agents, args.latency))
+        wall, cpu = asyncio.run(concurrency_run(args.files, agents, args.latency))
         ideal = args.files * TURNS_PER_FILE * args.latency / agents
-        print(f"{agents:>4} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f}")
+        per_turn = cpu * 1000 / (args.files * TURNS_PER_FILE)
+        print(f"{agents:>4} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} {per_turn:>12.2f}")
 
     sample = (method_text() + "\n" + "压缩是重新编码，而不是删除词语。" * 40 + "\n") * 200
     print(f"\ntoken counting over {len(sample.encode('utf-8')) / 1e6:.1f} MB of mixed text:")
