@@ -88,3 +88,10 @@ def test_record_then_replay_offline(server: FakeOpenAIServer, tmp_path: Path) ->
 def test_help_and_version(tmp_path: Path) -> None:
     assert "Run an agent on PROMPT" in kernos("run", "--help", cwd=tmp_path).stdout
     assert kernos("--version", cwd=tmp_path).stdout.startswith("kernos ")
+
+
+def test_errors_keep_bracketed_text(tmp_path: Path) -> None:
+    # rich markup must not swallow "[agents.x]" in an error message
+    result = kernos("run", "hi", "-m", "openai-chat:x", "--agent", "ghost", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "define [agents.ghost]" in result.stderr

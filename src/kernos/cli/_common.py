@@ -10,6 +10,7 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kernos.runtime import ConfigError, Runtime
 
@@ -34,7 +35,7 @@ T = TypeVar("T")
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print a one-line error to stderr and return the exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     return typer.Exit(code)
 
 
