@@ -282,3 +282,13 @@ def test_a_progress_bar_is_drawn_on_a_terminal(server: FakeOpenAIServer, workdir
     shown = captured.decode("utf-8", "replace")
     assert "compressing" in shown and "2/2" in shown
     assert "Approved 2/2" in shown
+
+
+def test_an_unwritable_json_report_is_exit_1(
+    openai_env: FakeOpenAIServer, files: list[Path]
+) -> None:
+    openai_env.script(*approving_agent("a.md", "Answer politely."))
+    result = invoke("a.md", "-i", "-m", MODEL, "--json", "missing-dir/report.json")
+    assert result.exit_code == 1
+    assert "error: cannot write the --json report: " in result.stderr
+    assert files[0].read_text() == "Answer politely.\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from kernos.compress import FileReport, Loss, Status, _turns, compress_files, method_text
-from kernos.runtime import Runtime
+from kernos.runtime import ReplayModel, Runtime
 from kernos.runtime._config import Config
 from kernos.testing import FakeOpenAIServer, text
 from tests.compress.conftest import (
@@ -322,3 +323,43 @@ async def test_cancelling_the_caller_cancels_every_file(
     else:
         raise AssertionError("compress_files swallowed its own cancellation")
     assert source.read_text() == SOURCE
+
+
+async def test_a_hand_written_cassette_replays_a_compression(workdir: Path) -> None:
+    """How the demo drives compress offline: match on the stable start of each turn."""
+    draft = "Answer politely.\nTimeout: default 30s."
+    cassette = workdir / "compress.json"
+    cassette.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "turns": [
+                    {
+                        "match": "Compress the file",
+                        "tool_calls": [
+                            {
+                                "name": "rewrite",
+                                "args": {
+                                    "text": draft,
+                                    "losses": [
+                                        {"content": "helpful assistant", "reason": "framing only"}
+                                    ],
+                                },
+                            }
+                        ],
+                    },
+                    {"match": "Draft 1 recorded", "text": "Submitted; waiting for review."},
+                    {
+                        "match": "Review of draft 1",
+                        "tool_calls": [{"name": "approve", "args": {"verdict": "Stands alone."}}],
+                    },
+                ],
+            }
+        )
+    )
+    source = source_file(workdir)
+    model = ReplayModel(cassette)
+    [report] = await compress_files([source], model=model, out=workdir / "p.min.md")
+    assert report.status is Status.APPROVED
+    assert (workdir / "p.min.md").read_text() == draft + "\n"
+    assert model.remaining == 0

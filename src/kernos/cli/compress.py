@@ -64,6 +64,16 @@ async def _run_until_signalled(
     return reports, stop.is_set()
 
 
+def _write_json(path: Path, reports: list[FileReport], model: str) -> bool:
+    document = json.dumps(json_report(reports, model=model), ensure_ascii=False, indent=2)
+    try:
+        atomic_write(path, document + "\n")
+    except OSError as exc:
+        err.print(f"error: cannot write the --json report: {exc}", markup=False, highlight=False)
+        return False
+    return True
+
+
 def register(app: typer.Typer) -> None:
     @app.command("compress")
     def compress_command(
@@ -140,13 +150,15 @@ def register(app: typer.Typer) -> None:
             runtime.close()
         to_stdout = not in_place and out is None
         err.print(format_report(reports, stdout=to_stdout), markup=False, highlight=False)
-        if json_path is not None:
-            document = json.dumps(json_report(reports, model=name), ensure_ascii=False, indent=2)
-            atomic_write(json_path, document + "\n")
+        json_failed = json_path is not None and not _write_json(json_path, reports, name)
         if to_stdout and reports and reports[0].status is Status.APPROVED and reports[0].text:
             write_stdout(reports[0].text)
         if interrupted:
             cancelled = sum(r.status is Status.CANCELLED for r in reports)
-            err.print(f"Interrupted: {cancelled} file(s) cancelled; nothing half-written.")
+            err.print(
+                f"Interrupted: {cancelled} file(s) cancelled; nothing half-written.",
+                markup=False,
+                highlight=False,
+            )
         approved = all(r.status is Status.APPROVED for r in reports)
-        raise typer.Exit(EXIT_OK if approved else EXIT_FAILED)
+        raise typer.Exit(EXIT_OK if approved and not json_failed else EXIT_FAILED)
