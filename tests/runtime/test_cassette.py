@@ -42,6 +42,14 @@ async def test_replay_serves_turns_in_order_and_by_match(tmp_path: Path) -> None
     assert model.remaining == 0
 
 
+async def test_repeating_turns_are_never_used_up(tmp_path: Path) -> None:
+    model = ReplayModel(
+        cassette(tmp_path / "c.json", [{"match": "notice", "text": "noted", "repeat": True}])
+    )
+    session = Session(model, "")
+    assert [await session.prompt(f"notice {n}") for n in range(3)] == ["noted"] * 3
+
+
 async def test_a_request_the_cassette_cannot_answer_fails_loudly(tmp_path: Path) -> None:
     model = ReplayModel(cassette(tmp_path / "c.json", [{"match": "only this", "text": "x"}]))
     with pytest.raises(

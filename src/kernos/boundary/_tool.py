@@ -17,6 +17,7 @@ Errors come in three families (STYLE.md §8):
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -150,7 +151,13 @@ class ToolSpec(Generic[P]):
         """The JSON schema the model sees for this tool's arguments."""
         if self.json_schema is not None:
             return self.json_schema
-        return self.params.model_json_schema()
+        return _model_schema(self.params)
+
+
+@functools.cache
+def _model_schema(params: type[BaseModel]) -> dict[str, Any]:
+    # generating a schema costs far more than a model turn's own work; tools are listed every step
+    return params.model_json_schema()
 
 
 def _describe_location(loc: tuple[int | str, ...]) -> str:

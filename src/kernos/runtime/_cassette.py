@@ -9,7 +9,9 @@ A cassette is JSON::
 
 Replay serves, for each request, the first unused turn whose ``match`` occurs in the request's
 latest user/tool message (a turn without ``match`` fits any request), so one cassette can drive a
-parent and its children. A request no turn fits fails loudly, naming the request. Recording keeps
+parent and its children; a turn with ``"repeat": true`` is never used up (for messages whose count
+depends on timing, such as batched completion notices). A request no turn fits fails loudly, naming
+the request. Recording keeps
 message text and tool calls only: headers and keys are never seen, so they are never written.
 """
 
@@ -109,6 +111,7 @@ class ReplayModel(FunctionModel):
 
     @property
     def remaining(self) -> int:
+        """Turns not used yet (repeating turns always count)."""
         return self._used.count(False)
 
     def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -119,7 +122,7 @@ class ReplayModel(FunctionModel):
                     continue
                 match = turn.get("match")
                 if match is None or str(match) in latest:
-                    self._used[index] = True
+                    self._used[index] = not turn.get("repeat", False)
                     return _response_from_turn(turn, index)
         shown = latest if len(latest) <= 200 else latest[:197] + "..."
         raise CassetteError(
