@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from kernos.testing import FakeOpenAIServer, text
+from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests.conftest import KERNOS
 
 
@@ -95,3 +95,35 @@ def test_errors_keep_bracketed_text(tmp_path: Path) -> None:
     result = kernos("run", "hi", "-m", "openai-chat:x", "--agent", "ghost", cwd=tmp_path)
     assert result.returncode == 2
     assert "define [agents.ghost]" in result.stderr
+
+
+S1 = (
+    '{"prompt":"TASK: Audit the task tool boundary.","description":"Audit task tool",'
+    '"category":"","subagent_type":"explore","run_in_background":false,'
+    '"name":"task-padding-audit","model":"","load_skills":[],"tasks":[{"prompt":"unused",'
+    '"description":"unused","category":"quick","subagent_type":"","name":"unused","model":"",'
+    '"load_skills":[]}]}'
+)
+
+
+def test_padded_and_malformed_tool_calls_through_kernos_run(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "kernos.toml").write_text(
+        '[agents.explore]\ndescription = "Read-only research"\n'
+        '[categories.quick]\ndescription = "Small, fast edits"\n'
+    )
+    server.script(
+        tool_call("task", '{"prompt": "TASK: x", "subagent_type": '),  # malformed JSON
+        tool_call("task", S1, when="Invalid JSON"),  # GPT-style padding, raw string
+        text("child found nothing odd", when="TASK: Audit the task tool boundary."),
+        text("Audit complete.", when="child found nothing odd"),
+    )
+    result = kernos("run", "audit", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Audit complete.\n"
+    malformed, spawned = server.tool_results()
+    assert "Invalid JSON" in malformed
+    assert spawned.startswith("child found nothing odd\n\n[task_id: t_")
+    assert "Provide EITHER prompt OR tasks" not in "".join(server.tool_results())
+    server.assert_all_consumed()
