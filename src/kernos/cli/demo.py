@@ -52,8 +52,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        """Run the kernel offline on replayed model turns: padded task calls, a batch send with
-        one failing item, and an audited compression."""
+        """Run kernos offline on replayed model turns: padded tasks, a batch send, a compression."""
         from kernos._demo import PROMPT, run_demo
 
         out.print(
