@@ -7,24 +7,15 @@ module composes them for ``kernos run`` and ``kernos demo``. Each subsystem cont
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kernos.runtime import Runtime, Session, SessionEvent
+from kernos.runtime import Runtime, Session, SessionEvent, Watcher
 
 
-class Attachment(Protocol):
-    """What a subsystem hangs on a session."""
-
-    def outstanding(self) -> bool:
-        """True while background work of this session may still produce a message for it."""
-        ...
-
-    async def wait_change(self) -> None:
-        """Return when the background work changed state (a child finished, say)."""
-        ...
+class Attachment(Watcher, Protocol):
+    """What a subsystem hangs on a session: background work to wait for, and cleanup."""
 
     async def aclose(self, *, wait: bool) -> None:
         """Release resources; ``wait=False`` abandons unfinished work."""
@@ -79,33 +70,14 @@ async def run_agent(
     (and deliver their completions) unless ``wait`` is false."""
     session = runtime.session(agent, on_event=on_event)
     attachments = [a for a in [await attach(runtime, session) for attach in ATTACHERS] if a]
-    text = ""
     try:
-        text = await session.prompt(prompt)
-        while wait:
-            queued = session.take_queued()
-            if queued is not None:
-                text = await session.prompt(queued)
-                continue
-            if not any(a.outstanding() for a in attachments):
-                break
-            await _first_of(session.wait_for_messages(), *(a.wait_change() for a in attachments))
+        text = await (session.serve(prompt, attachments) if wait else session.prompt(prompt))
     except Exception as exc:  # provider errors, retry budget spent: the run failed
-        return RunOutcome(text=text, session_id=session.session_id, error=_describe(exc))
+        return RunOutcome(session.last_text, session.session_id, error=_describe(exc))
     finally:
         for attachment in attachments:
             await attachment.aclose(wait=wait)
     return RunOutcome(text=text, session_id=session.session_id)
-
-
-async def _first_of(*waits: Awaitable[None]) -> None:
-    tasks = [asyncio.ensure_future(w) for w in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _describe(exc: BaseException) -> str:

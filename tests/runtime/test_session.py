@@ -178,3 +178,34 @@ async def test_runtime_builds_sessions_for_configured_agents(
     assert request["messages"][0] == {"role": "system", "content": "You are the main agent."}
     assert runtime.store.turns(session.session_id)[0]["text"] == "hello"
     runtime.close()
+
+
+async def test_serve_delivers_late_messages_until_watchers_are_done(
+    openai_env: FakeOpenAIServer,
+) -> None:
+    session = make_session()
+
+    class Child:
+        """Finishes after the first prompt, sending one completion notice."""
+
+        def __init__(self) -> None:
+            self.done = asyncio.Event()
+
+        def outstanding(self) -> bool:
+            return not self.done.is_set()
+
+        async def wait_change(self) -> None:
+            await self.done.wait()
+
+    child = Child()
+
+    async def finish_later() -> None:
+        await asyncio.sleep(0.05)
+        session.inject("child finished")
+        child.done.set()
+
+    openai_env.script(text("waiting for the child"), text("all done", when="child finished"))
+    finisher = asyncio.create_task(finish_later())
+    assert await session.serve("start", [child]) == "all done"
+    await finisher
+    openai_env.assert_all_consumed()

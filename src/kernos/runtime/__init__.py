@@ -23,7 +23,7 @@ from kernos.runtime._config import (
 )
 from kernos.runtime._models import pick_model_name, resolve_model
 from kernos.runtime._runtime import Runtime
-from kernos.runtime._session import Session, SessionEvent, new_session_id
+from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
 from kernos.runtime._store import Migration, Store, redact
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "SessionEvent",
     "Store",
     "TasksConfig",
+    "Watcher",
     "kernos_home",
     "latest_message_text",
     "load_config",

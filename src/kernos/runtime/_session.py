@@ -6,7 +6,7 @@ import asyncio
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -35,6 +35,18 @@ class SessionEvent:
     agent: str
     kind: str
     data: dict[str, Any] = field(default_factory=dict)
+
+
+class Watcher(Protocol):
+    """Background work that may still send a session messages (children, say)."""
+
+    def outstanding(self) -> bool:
+        """True while the work may still produce a message for the session."""
+        ...
+
+    async def wait_change(self) -> None:
+        """Return when the work changed state."""
+        ...
 
 
 def new_session_id() -> str:
@@ -157,6 +169,26 @@ class Session:
                 self._stop_requested = False
             self.emit("idle", text=final)
             return final
+
+    async def serve(self, text: str, watchers: Sequence[Watcher] = ()) -> str:
+        """Prompt, then keep delivering queued messages as new turns until no watcher has
+        outstanding work and nothing is queued; returns the last assistant text."""
+        final = await self.prompt(text)
+        while True:
+            queued = self.take_queued()
+            if queued is not None:
+                final = await self.prompt(queued)
+                continue
+            if not any(w.outstanding() for w in watchers):
+                return final
+            waits = [asyncio.ensure_future(self.wait_for_messages())]
+            waits += [asyncio.ensure_future(w.wait_change()) for w in watchers]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
 
     async def _run_once(self, text: str) -> str:
         self.emit("prompt", text=text)

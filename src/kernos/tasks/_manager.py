@@ -535,20 +535,7 @@ class TaskManager:
     async def drive(self, session: Session, text: str) -> str:
         """Prompt ``session``, then deliver completion notices as new turns until no child of it
         is outstanding; returns the last text (what ``kernos run`` does, for library users)."""
-        final = await session.prompt(text)
-        while True:
-            queued = session.take_queued()
-            if queued is not None:
-                final = await session.prompt(queued)
-                continue
-            if not self.outstanding(session):
-                return final
-            waiter = asyncio.ensure_future(session.wait_for_messages())
-            change = asyncio.ensure_future(self.wait_change(session))
-            await asyncio.wait([waiter, change], return_when=asyncio.FIRST_COMPLETED)
-            for pending in (waiter, change):
-                pending.cancel()
-            await asyncio.gather(waiter, change, return_exceptions=True)
+        return await session.serve(text, [self.attachment(session)])
 
     # -- control -----------------------------------------------------------------------------
     def cancel(self, record: TaskRecord, reason: str | None = None) -> bool:
