@@ -1,7 +1,10 @@
 """Benchmark of the task subsystem (not a test): ``.venv/bin/python bench/tasks.py``.
 
 1. Per-call boundary cost of ``task`` (normalize + schema validation + resolve) against pydantic
-   validation of the same raw arguments alone, as a ratio (target ≤ 1.5×).
+   validation alone of the same arguments once normalized (raw padded arguments are not what the
+   schema is meant to see), as a ratio (target ≤ 1.5×). Both sides run in the same process,
+   interleaved, and the reported figure is the median of several rounds, each the best of a
+   repeat; validation of the raw arguments is shown for reference only.
 2. Time and peak memory to run 1,000 background children to completion with an instant scripted
    model (pydantic-ai ``FunctionModel``), through the real tool, manager and SQLite store
    (targets < 10 s, < 300 MB).
@@ -13,6 +16,7 @@ import asyncio
 import json
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -36,24 +40,48 @@ CLEAN = {"prompt": "TASK: Audit the boundary.", "subagent_type": "explore", "nam
 CATEGORIES, AGENTS, TOOLS = ("quick",), ("explore",), ("read",)
 
 
-def per_call(fn: Any, number: int = 20_000) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=7)) / number
+ROUNDS, REPEAT, NUMBER = 5, 5, 10_000
+
+
+def per_call(fn: Any) -> float:
+    return min(timeit.repeat(fn, number=NUMBER, repeat=REPEAT)) / NUMBER
 
 
 def boundary_overhead() -> None:
-    print("1. per-call boundary cost (µs; best of 7 × 20,000 calls)")
-    print(f"   {'case':<14}{'plain validate':>16}{'normalize+validate+resolve':>30}{'ratio':>8}")
+    print(f"1. per-call boundary cost (µs; median of {ROUNDS} rounds, each best of "
+          f"{REPEAT} × {NUMBER:,} calls)")  # fmt: skip
+    print(f"   {'case':<14}{'raw validate':>14}{'validate':>10}"
+          f"{'normalize+validate+resolve':>28}{'ratio':>8}")  # fmt: skip
+    expected = {"S1 padded": "ok", "S2 batch": "ok", "S3 ambiguous": "error", "clean": "ok"}
     for name, raw in (("S1 padded", S1), ("S2 batch", S2), ("S3 ambiguous", S3), ("clean", CLEAN)):
+        # The baseline validates exactly what the boundary validates: the normalized arguments
+        # (computed once, outside the timing). Raw validation is only printed for reference.
+        normalized = normalize_task_arguments(raw)
+        resolution = resolve(
+            TaskArgs.model_validate(normalized), categories=CATEGORIES, agents=AGENTS, tools=TOOLS
+        )
+        assert resolution.kind == expected[name], (name, resolution)
 
-        def plain(raw: dict[str, Any] = raw) -> None:
+        def raw_validate(raw: dict[str, Any] = raw) -> None:
             TaskArgs.model_validate(raw)
+
+        def plain(normalized: dict[str, Any] = normalized) -> None:
+            TaskArgs.model_validate(normalized)
 
         def boundary(raw: dict[str, Any] = raw) -> None:
             params = TaskArgs.model_validate(normalize_task_arguments(raw))
             resolve(params, categories=CATEGORIES, agents=AGENTS, tools=TOOLS)
 
-        base, ours = per_call(plain), per_call(boundary)
-        print(f"   {name:<14}{base * 1e6:>16.2f}{ours * 1e6:>30.2f}{ours / base:>7.2f}×")
+        bases, ours, ratios = [], [], []
+        for _ in range(ROUNDS):  # interleaved, so load from elsewhere hits both sides alike
+            base, full = per_call(plain), per_call(boundary)
+            bases.append(base)
+            ours.append(full)
+            ratios.append(full / base)
+        raw_base = per_call(raw_validate)
+        base, full, ratio = (statistics.median(v) for v in (bases, ours, ratios))
+        print(f"   {name:<14}{raw_base * 1e6:>14.2f}{base * 1e6:>10.2f}"
+              f"{full * 1e6:>28.2f}{ratio:>7.2f}×")  # fmt: skip
 
 
 async def instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -4,6 +4,10 @@ GPT-style serializers fill every optional field: ``""``, ``[]``, ``{}``, ``null`
 Each helper turns such padding into ``None`` ("absent") and returns the cleaned value otherwise.
 They are pure and never raise: an odd shape is treated as padding, not as an error, because the
 schema step that follows is where a *required* field's absence becomes a coded error.
+
+They run on every tool call, so they are written for speed: plain ``isinstance`` checks against
+types or tuples of types (a ``list | tuple`` union is rebuilt on each call and checked more slowly),
+loops instead of generators, and no intermediate lists.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from typing import Any
 
 #: Strings that mean "nothing" when a model puts them in an identifier field.
 NULL_WORDS = frozenset({"null", "none", "undefined"})
+
+_SEQUENCES = (list, tuple)
 
 
 def is_padding_word(value: Any, words: frozenset[str] | set[str] = NULL_WORDS) -> bool:
@@ -30,8 +36,11 @@ def is_blank(value: Any) -> bool:
         return not value.strip()
     if isinstance(value, dict):
         return not value
-    if isinstance(value, list | tuple):
-        return all(is_blank(entry) for entry in value)
+    if isinstance(value, _SEQUENCES):
+        for entry in value:  # noqa: SIM110 (all() over a generator is slower here)
+            if not is_blank(entry):
+                return False
+        return True
     return False
 
 
@@ -59,9 +68,13 @@ def string_list(value: Any) -> list[str] | None:
     """
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list | tuple):
+    elif not isinstance(value, _SEQUENCES):
         return None
-    cleaned = [entry for entry in (identifier(v) for v in value) if entry is not None]
+    cleaned: list[str] = []
+    for entry in value:
+        name = identifier(entry)
+        if name is not None:
+            cleaned.append(name)
     return cleaned or None
 
 

@@ -52,9 +52,11 @@ _ITEM_FIELDS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _clean(
-    raw: dict[str, Any], fields: dict[str, Callable[[Any], Any]], out: dict[str, Any]
-) -> None:
+def _normalize_item(raw: dict[str, Any], prompt: str | None) -> dict[str, Any]:
+    """One object entry of ``tasks`` whose prompt is already cleaned: ``prompt`` first (``""``
+    when blank), then the known keys."""
+    item: dict[str, Any] = {"prompt": "" if prompt is None else prompt}
+    fields = _ITEM_FIELDS
     for key, value in raw.items():
         # ``None``, ``""``, ``[]``, ``{}`` and ``0`` are what serializers pad with and every helper
         # maps them to absence, so they are skipped before the call; ``False`` is a value.
@@ -64,21 +66,8 @@ def _clean(
         if helper is not None:
             cleaned = helper(value)
             if cleaned is not None:
-                out[key] = cleaned
-
-
-def _normalize_item(raw: Any) -> tuple[dict[str, Any], bool] | None:
-    """One batch entry → ``(item, is_padding)``; ``None`` drops it (not an object, or empty)."""
-    if not isinstance(raw, dict):
-        return None
-    prompt = non_blank_text(raw.get("prompt"))
-    item: dict[str, Any] = {"prompt": prompt or ""}
-    _clean(raw, _ITEM_FIELDS, item)
-    if prompt is None:
-        # kept with an empty prompt (when it carries anything) so validation can name its index;
-        # a blank entry with no content at all is padding
-        return (item, False) if len(item) > 1 else None
-    return item, is_padding_word(prompt, PADDING_PROMPTS)
+                item[key] = cleaned
+    return item
 
 
 def normalize_task_arguments(raw: Any) -> dict[str, Any]:
@@ -93,25 +82,45 @@ def normalize_task_arguments(raw: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     prompt = non_blank_text(raw.get("prompt"))
     if prompt is not None:
-        out["prompt"] = prompt
-    _clean(raw, _FIELDS, out)
+        out["prompt"] = prompt  # first, whatever the raw order
+    fields = _FIELDS
+    for key, value in raw.items():  # the same loop as _normalize_item's, inlined: it runs per call
+        if not value and value is not False:
+            continue
+        helper = fields.get(key)
+        if helper is not None:
+            cleaned = helper(value)
+            if cleaned is not None:
+                out[key] = cleaned
     raw_tasks = raw.get("tasks")
     if not isinstance(raw_tasks, list):
         return out  # null, "", or another odd shape: padding, not a batch
     items: list[dict[str, Any]] = []
+    # Padding items (prompt "unused", ...) are only kept when the batch is: the common padded
+    # single call drops them all, so their other fields are cleaned later, and only if needed.
+    padding: list[int] = []
     real = 0
     for entry in raw_tasks:
-        normalized = _normalize_item(entry)
-        if normalized is None:
+        if not isinstance(entry, dict):
+            continue  # not an object: dropped
+        item_prompt = non_blank_text(entry.get("prompt"))
+        if item_prompt is not None and is_padding_word(item_prompt, PADDING_PROMPTS):
+            if prompt is not None:  # in place: if the batch is real, indexes must hold
+                padding.append(len(items))
+                items.append(entry)
+            # without a top-level prompt, padding items are dropped: a child told "unused" is
+            # never meant
             continue
-        item, is_padding = normalized
-        if not is_padding:
-            real += 1
-            items.append(item)
-        elif prompt is not None:
-            items.append(item)  # kept in place: if the batch is real, indexes must hold
+        item = _normalize_item(entry, item_prompt)
+        if item_prompt is None and len(item) == 1:
+            continue  # a blank entry with no content at all is padding
+        # a blank prompt with other content is kept (as "") so validation can name its index
+        real += 1
+        items.append(item)
     if prompt is not None and not real:
         return out  # the single-call rule: the batch was padding around a real single spawn
-    # without a top-level prompt, padding items are dropped: a child told "unused" is never meant
+    for index in padding:
+        entry = items[index]
+        items[index] = _normalize_item(entry, non_blank_text(entry.get("prompt")))
     out["tasks"] = items
     return out

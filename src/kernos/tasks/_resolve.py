@@ -159,7 +159,8 @@ def _fields(source: Any) -> dict[str, Any]:
     """A read-only field view of a dict or a pydantic model, without copying either."""
     if type(source) is dict:
         return source
-    if isinstance(source, BaseModel):
+    # the schema's own models first: pydantic's metaclass makes ``isinstance`` comparatively slow
+    if type(source) is TaskArgs or type(source) is TaskItemArgs or isinstance(source, BaseModel):
         return source.__dict__
     if isinstance(source, Mapping):
         return dict(source)
@@ -173,12 +174,8 @@ def _names(value: Mapping[str, Any] | Iterable[str] | None) -> Sequence[str] | N
 
 
 def _error(code: str, message: str, **details: Any) -> SpawnResolution:
-    return SpawnResolution(
-        kind="error",
-        code=code,
-        message=message,
-        details={"code": code, "status": INVALID_ARGUMENTS, **details},
-    )
+    details = {"code": code, "status": INVALID_ARGUMENTS, **details}
+    return SpawnResolution("error", [], False, False, [], code, message, details)
 
 
 def _listing(names: Sequence[str] | None) -> str:
@@ -203,13 +200,14 @@ def _example(categories: Sequence[str] | None, agents: Sequence[str] | None) -> 
 # -- run_in_background ---------------------------------------------------------------------------
 
 
-def _background_values(top: dict[str, Any], tasks: Sequence[Any] | None) -> list[bool]:
+def _background_values(top: dict[str, Any], items: Iterable[dict[str, Any]]) -> list[bool]:
+    """The distinct defined values, in order; ``items`` are field views (see :func:`_fields`)."""
     seen: list[bool] = []
     value = top.get("run_in_background")
     if value is not None:
         seen.append(value)
-    for item in tasks or ():
-        value = _fields(item).get("run_in_background")
+    for item in items:
+        value = item.get("run_in_background")
         if value is not None and value not in seen:
             seen.append(value)
     return seen
@@ -229,7 +227,7 @@ def resolve_run_in_background(params: Any) -> BackgroundResolution:
     More than one distinct value is ``run_in_background_conflict``; only ``true`` means background.
     """
     top = _fields(params)
-    seen = _background_values(top, top.get("tasks"))
+    seen = _background_values(top, [_fields(item) for item in top.get("tasks") or ()])
     if len(seen) > 1:
         return BackgroundResolution(
             kind="error",
@@ -241,6 +239,19 @@ def resolve_run_in_background(params: Any) -> BackgroundResolution:
 
 
 # -- targets -------------------------------------------------------------------------------------
+
+
+def _target_ok(
+    item: SpawnItem, categories: Sequence[str] | None, agents: Sequence[str] | None
+) -> bool:
+    """``not _target_faults(item, ...)``, without building the faults: the common, valid case."""
+    if item.category is not None:
+        return (
+            item.subagent_type is None
+            and item.model is None
+            and (categories is None or item.category in categories)
+        )
+    return item.subagent_type is not None and (agents is None or item.subagent_type in agents)
 
 
 def _target_faults(
@@ -335,40 +346,68 @@ def resolve_spawn_items(
         config: a :class:`kernos.runtime.Config`; fills ``categories``/``agents`` when omitted.
 
     Order: batch shape, then ``run_in_background``, then per-item targets, then tool grants.
+    This runs on every ``task`` call: the valid case is checked with cheap tests, and the faults
+    (with their messages) are only worked out once something is known to be wrong.
     """
     if config is not None:
         categories = config.categories if categories is None else categories
         agents = config.agents if agents is None else agents
-    category_names = _names(categories)
-    agent_names = _names(agents)
+    # the usual tuples skip the call: ``_names`` would return them as they are
+    category_names: Sequence[str] | None = (
+        categories if type(categories) is tuple else _names(categories)
+    )
+    agent_names: Sequence[str] | None = agents if type(agents) is tuple else _names(agents)
     top = _fields(params)
 
     prompt = top.get("prompt")
     tasks = top.get("tasks")
-    if prompt and tasks is not None:
-        return _error("prompt_and_tasks", MSG_PROMPT_AND_TASKS)
-    if not prompt and tasks is None:
-        return _error("no_prompt_or_tasks", MSG_NO_PROMPT_OR_TASKS)
-    if tasks is not None and not tasks:
-        return _error("empty_tasks", MSG_EMPTY_TASKS)
-    if tasks is not None and len(tasks) > MAX_BATCH:
-        return _error("too_many_tasks", MSG_TOO_MANY_TASKS)
-
-    seen = _background_values(top, tasks)
-    if len(seen) > 1:
-        return _error("run_in_background_conflict", _conflict_message(seen), seen=seen)
-
     if tasks is None:
-        item = _inherit(top, top)
-        faults = _target_faults(item, category_names, agent_names)
-        if faults:
+        if not prompt:
+            return _error("no_prompt_or_tasks", MSG_NO_PROMPT_OR_TASKS)
+        # the single spawn, built from the top level: ``_inherit(top, top)`` without the second
+        # lookups, which would find the same values; its only background value is its own
+        background = top.get("run_in_background")
+        skills = top.get("load_skills")
+        item = SpawnItem(
+            prompt,
+            top.get("category"),
+            top.get("subagent_type"),
+            top.get("model"),
+            list(skills) if skills else [],
+            top.get("task_summary"),
+            top.get("description"),
+            top.get("name"),
+        )
+        if not _target_ok(item, category_names, agent_names):
+            faults = _target_faults(item, category_names, agent_names)
             return _single_error(faults[0][0], item, category_names, agent_names)
         items = [item]
     else:
-        items = [_inherit(_fields(entry), top) for entry in tasks]
-        rejection = _batch_rejection(items, category_names, agent_names)
-        if rejection is not None:
-            return rejection
+        if prompt:
+            return _error("prompt_and_tasks", MSG_PROMPT_AND_TASKS)
+        if not tasks:
+            return _error("empty_tasks", MSG_EMPTY_TASKS)
+        if len(tasks) > MAX_BATCH:
+            return _error("too_many_tasks", MSG_TOO_MANY_TASKS)
+        views = [_fields(entry) for entry in tasks]  # each entry's fields, looked up once
+        seen = _background_values(top, views)
+        if len(seen) > 1:
+            return _error("run_in_background_conflict", _conflict_message(seen), seen=seen)
+        background = seen[0] if seen else None
+        items = []
+        valid = True
+        for view in views:
+            item = _inherit(view, top)
+            valid = (
+                valid
+                and bool(item.prompt.strip())
+                and _target_ok(item, category_names, agent_names)
+            )
+            items.append(item)
+        if not valid:
+            rejection = _batch_rejection(items, category_names, agent_names)
+            if rejection is not None:
+                return rejection
 
     grants = top.get("tools")
     if tools is not None and grants:
@@ -385,9 +424,12 @@ def resolve_spawn_items(
     return SpawnResolution(
         "ok",
         items,
-        seen[0] is True if seen else False,
+        background is True,
         tasks is not None and len(items) > 1,
         list(grants) if grants else [],
+        None,
+        None,
+        {},
     )
 
 
