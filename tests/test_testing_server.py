@@ -438,8 +438,10 @@ def test_subprocess_reaches_the_server_through_env(server: FakeOpenAIServer) -> 
 
 
 def test_concurrent_requests_are_all_answered_and_recorded(server: FakeOpenAIServer) -> None:
-    server.delay = 0.3
-    server.script(*(text(f"answer {n}", when=f"<question {n}>") for n in range(16)))
+    # every answer is held until all 16 requests have arrived: only a server that handles them
+    # side by side gets there (no timing involved)
+    release = threading.Event()
+    server.script(*(text(f"answer {n}", when=f"<question {n}>", hold=release) for n in range(16)))
     answers: dict[int, str | None] = {}
 
     with openai.OpenAI(base_url=server.base_url, api_key="k") as sdk:
@@ -449,17 +451,37 @@ def test_concurrent_requests_are_all_answered_and_recorded(server: FakeOpenAISer
             answers[n] = response.choices[0].message.content
 
         threads = [threading.Thread(target=ask, args=(n,)) for n in range(16)]
-        started = time.monotonic()
         for thread in threads:
             thread.start()
+        deadline = time.monotonic() + 30
+        while len(server.requests) < 16 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(server.requests) == 16 and answers == {}
+        release.set()
         for thread in threads:
             thread.join()
-        elapsed = time.monotonic() - started
 
     assert answers == {n: f"answer {n}" for n in range(16)}
-    assert elapsed < 16 * 0.3 / 2  # answered side by side, not one after another
-    assert len(server.requests) == 16
     server.assert_all_consumed()
+
+
+def test_a_held_reply_waits_without_blocking_others(server: FakeOpenAIServer) -> None:
+    release = threading.Event()
+    server.script(text("held", when="slow one", hold=release), text("quick", when="fast one"))
+    answers: list[str | None] = []
+    with openai.OpenAI(base_url=server.base_url, api_key="k") as sdk:
+
+        def ask(question: str) -> None:
+            response = sdk.chat.completions.create(model="m", messages=user(question))
+            answers.append(response.choices[0].message.content)
+
+        slow = threading.Thread(target=ask, args=("slow one",))
+        slow.start()
+        ask("fast one")
+        assert answers == ["quick"]
+        release.set()
+        slow.join()
+    assert answers == ["quick", "held"]
 
 
 def test_delay_is_applied_before_each_answer(

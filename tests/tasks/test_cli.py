@@ -12,10 +12,9 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tasks_helpers import agent_is, system
+from tasks_helpers import agent_is
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -25,16 +24,11 @@ SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name":
 
 
 class GatedServer(FakeOpenAIServer):
-    """Holds every child request until ``gate`` opens, without blocking the parent's."""
+    """A server whose child replies are held (``hold=gate``) while the parent's go on."""
 
     def __init__(self) -> None:
         super().__init__()
         self.gate = threading.Event()
-
-    def _answer(self, request: dict[str, Any], authorization: str) -> Any:
-        if "EXPLORE-AGENT" in system(request):
-            self.gate.wait(30)
-        return super()._answer(request, authorization)
 
 
 @pytest.fixture
@@ -56,7 +50,7 @@ def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.Co
     )  # fmt: skip
 
 
-def wait_for_status(project: Path, status: str, timeout: float = 20.0) -> str:
+def wait_for_status(project: Path, status: str, timeout: float = 60.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -74,7 +68,7 @@ def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -
     gated.script(
         tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
         text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
-        text("never delivered", when=agent_is("EXPLORE-AGENT")),
+        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
     )
     proc = subprocess.Popen(
         [KERNOS, "run", "survey it", "-q"], cwd=project, env=env(project, gated),
@@ -102,6 +96,7 @@ def test_no_wait_abandons_unfinished_children_as_lost(project: Path, gated: Gate
     gated.script(
         tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
         text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
     )
     run = kernos(project, gated, "run", "survey it", "--no-wait", "-q")
     assert run.returncode == 0, run.stderr

@@ -7,6 +7,7 @@ own and the server stays a thin shell around it.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -35,6 +36,8 @@ class Reply:
         when_system: match a ``str`` ``when`` against the system message instead of the latest one,
             which is how a test tells a child agent's requests from its parent's.
         repeat: answer every matching request and never be consumed.
+        hold: an event the server waits for (up to 60 s) before sending this answer, so a test can
+            keep one conversation (a child agent, say) in flight while others go on.
 
     Raises:
         ValueError: the reply has neither content nor tool calls.
@@ -45,6 +48,7 @@ class Reply:
     when: When = None
     when_system: bool = False
     repeat: bool = False
+    hold: threading.Event | None = None
 
     def __post_init__(self) -> None:
         if self.content is None and not self.calls:
@@ -77,10 +81,15 @@ class Reply:
 
 
 def text(
-    content: str, *, when: When = None, when_system: bool = False, repeat: bool = False
+    content: str,
+    *,
+    when: When = None,
+    when_system: bool = False,
+    repeat: bool = False,
+    hold: threading.Event | None = None,
 ) -> Reply:
     """An assistant text answer; ends the model's turn with ``finish_reason="stop"``."""
-    return Reply(content=content, when=when, when_system=when_system, repeat=repeat)
+    return Reply(content=content, when=when, when_system=when_system, repeat=repeat, hold=hold)
 
 
 def tool_call(
@@ -90,6 +99,7 @@ def tool_call(
     when: When = None,
     when_system: bool = False,
     repeat: bool = False,
+    hold: threading.Event | None = None,
 ) -> Reply:
     """An assistant message with one tool call.
 
@@ -99,7 +109,11 @@ def tool_call(
             the caller's retry path can be tested. ``None`` sends ``{}``.
     """
     return tool_calls(
-        (name, {} if args is None else args), when=when, when_system=when_system, repeat=repeat
+        (name, {} if args is None else args),
+        when=when,
+        when_system=when_system,
+        repeat=repeat,
+        hold=hold,
     )
 
 
@@ -108,6 +122,7 @@ def tool_calls(
     when: When = None,
     when_system: bool = False,
     repeat: bool = False,
+    hold: threading.Event | None = None,
 ) -> Reply:
     """An assistant message with several tool calls at once (a parallel batch).
 
@@ -117,7 +132,7 @@ def tool_calls(
     if not calls:
         raise ValueError("tool_calls() needs at least one (name, args) pair")
     encoded = tuple((name, _encode_args(args)) for name, args in calls)
-    return Reply(calls=encoded, when=when, when_system=when_system, repeat=repeat)
+    return Reply(calls=encoded, when=when, when_system=when_system, repeat=repeat, hold=hold)
 
 
 def latest_message(request: Mapping[str, Any]) -> str:

@@ -232,6 +232,9 @@ class _Planned:
         }
 
 
+_HOLD_LIMIT = 60.0  # a held reply is sent anyway after this long, so a forgotten event never hangs
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     fake: FakeOpenAIServer
@@ -290,6 +293,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(planned, str):
             self._send_json(500, _wire.error(planned, "server_error", "unscripted_request"))
             return
+        if planned.reply.hold is not None:
+            planned.reply.hold.wait(_HOLD_LIMIT)
         if fake.delay > 0:
             time.sleep(fake.delay)
         if request.get("stream"):
