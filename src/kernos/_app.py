@@ -7,6 +7,7 @@ module composes them for ``kernos run`` and ``kernos demo``. Each subsystem cont
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,6 +22,8 @@ class Attachment(Watcher, Protocol):
         """Release resources; ``wait=False`` abandons unfinished work."""
         ...
 
+
+log = logging.getLogger("kernos.run")
 
 AttachFn = Callable[[Runtime, Session], Awaitable["Attachment | None"]]
 
@@ -69,14 +72,17 @@ async def run_agent(
     """Run ``agent`` on ``prompt`` with every subsystem's tools; wait for background children
     (and deliver their completions) unless ``wait`` is false."""
     session = runtime.session(agent, on_event=on_event)
+    log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
     attachments = [a for a in [await attach(runtime, session) for attach in ATTACHERS] if a]
     try:
         text = await (session.serve(prompt, attachments) if wait else session.prompt(prompt))
     except Exception as exc:  # provider errors, retry budget spent: the run failed
+        log.warning("run %s failed: %s", session.session_id, _describe(exc))
         return RunOutcome(session.last_text, session.session_id, error=_describe(exc))
     finally:
         for attachment in attachments:
             await attachment.aclose(wait=wait)
+    log.info("run %s ended", session.session_id)
     return RunOutcome(text=text, session_id=session.session_id)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -127,3 +128,17 @@ def test_padded_and_malformed_tool_calls_through_kernos_run(
     assert spawned.startswith("child found nothing odd\n\n[task_id: t_")
     assert "Provide EITHER prompt OR tasks" not in "".join(server.tool_results())
     server.assert_all_consumed()
+
+
+def test_runs_are_logged_under_the_kernos_home(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.script(text("fine"))
+    assert (
+        kernos("run", "hi", "-m", "openai-chat:x", cwd=tmp_path, env=server.env()).returncode == 0
+    )
+    env = {**server.env(), "OPENAI_MAX_RETRIES": "0"}
+    assert kernos("run", "hi", "-m", "openai-chat:x", cwd=tmp_path, env=env).returncode == 1
+    log = (tmp_path / ".kernos" / "kernos.log").read_text()
+    assert re.search(r"INFO kernos\.run: run s_[0-9a-f]{8}: agent main on x\n", log)
+    assert re.search(r"INFO kernos\.run: run s_[0-9a-f]{8} ended\n", log)
+    assert re.search(r"WARNING kernos\.run: run s_[0-9a-f]{8} failed: Model\w*Error", log)
+    assert "test-key" not in log

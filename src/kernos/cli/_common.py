@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,7 +53,35 @@ def open_runtime(
     config: Path | None, model: str | None = None, record: Path | None = None
 ) -> Runtime:
     with config_errors():
-        return Runtime.open(config, model=model, record=record)
+        runtime = Runtime.open(config, model=model, record=record)
+    enable_file_log(runtime.home)
+    return runtime
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def enable_file_log(home: Path) -> Path | None:
+    """Send kernos' own log records (INFO and up) to ``HOME/kernos.log``, once per process.
+
+    The log is for people reading what happened later (an ignored task transition, a failing
+    ``after_output`` hook); the terminal keeps only the command's own status lines. A home that
+    cannot be written leaves logging as it was rather than failing the command.
+    """
+    logger = logging.getLogger("kernos")
+    path = home / "kernos.log"
+    for handler in logger.handlers:
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename) == path:
+            return path
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    except OSError:
+        return None
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return path
 
 
 def write_stdout(text: str) -> None:

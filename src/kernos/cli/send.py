@@ -17,6 +17,7 @@ from kernos.cli._common import (
     EXIT_USAGE,
     ConfigOption,
     config_errors,
+    enable_file_log,
     err,
     write_stdout,
 )
@@ -56,6 +57,7 @@ def register(app: typer.Typer) -> None:
             loaded = load_config(config)
             loaded.agent(agent)
             kernel = OutputKernel.from_config(loaded)
+        enable_file_log(loaded.home)
         receipt = asyncio.run(
             kernel.send(
                 channel, _one_or_many(payload), _one_or_many(type_), _one_or_many(meta), agent=agent
