@@ -142,3 +142,22 @@ def test_runs_are_logged_under_the_kernos_home(server: FakeOpenAIServer, tmp_pat
     assert re.search(r"INFO kernos\.run: run s_[0-9a-f]{8} ended\n", log)
     assert re.search(r"WARNING kernos\.run: run s_[0-9a-f]{8} failed: Model\w*Error", log)
     assert "test-key" not in log
+
+
+def test_prompt_from_stdin_and_empty_prompt(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.script(text("read it"))
+    base = {k: v for k, v in os.environ.items() if k != "KERNOS_MODEL"}
+    env = {**base, **server.env(), "KERNOS_HOME": str(tmp_path / ".kernos")}
+    piped = subprocess.run(
+        [KERNOS, "run", "-", "-m", "openai-chat:x"],
+        input="summarise this\nplease",
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (piped.returncode, piped.stdout) == (0, "read it\n")
+    assert server.requests[0]["messages"][-1]["content"] == "summarise this\nplease"
+    empty = kernos("run", "  ", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert empty.returncode == 2 and "PROMPT is empty" in empty.stderr

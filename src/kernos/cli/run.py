@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -44,7 +45,7 @@ def activity(event: SessionEvent) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_command(
-        prompt: Annotated[str, typer.Argument(help="What to ask the agent.")],
+        prompt: Annotated[str, typer.Argument(help="What to ask the agent; '-' reads stdin.")],
         model: ModelOption = None,
         agent: Annotated[str, typer.Option("--agent", "-a", help="Agent to run.")] = "main",
         config: ConfigOption = None,
@@ -60,6 +61,8 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
+        if prompt == "-":
+            prompt = sys.stdin.read()
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
         runtime = open_runtime(config, model, record)
