@@ -15,7 +15,7 @@ from kernos.compress._session import Status, outcome, run_session
 from kernos.compress._targets import display_path
 from kernos.compress._tokens import Tokenizer, token_counter
 from kernos.compress._write import atomic_write, with_trailing_newline
-from kernos.runtime import Runtime
+from kernos.runtime import Runtime, scrub_text
 
 INTERRUPTED = "interrupted before it finished"
 NOT_STARTED = "interrupted before it started"
@@ -80,6 +80,8 @@ def _report(
     *,
     output: Path | None = None,
 ) -> FileReport:
+    if error:
+        error = scrub_text(error)  # a provider's error body may echo the key: never report it
     if protocol is None:
         return FileReport(path, status, error=error)
     draft = protocol.latest

@@ -12,7 +12,8 @@ latest user/tool message (a turn without ``match`` fits any request), so one cas
 parent and its children; a turn with ``"repeat": true`` is never used up (for messages whose count
 depends on timing, such as batched completion notices). A request no turn fits fails loudly, naming
 the request. Recording keeps
-message text and tool calls only: headers and keys are never seen, so they are never written.
+message text and tool calls only: headers and keys are never seen, and every secret value the
+scrubber knows (and every secret shape) is removed from what is written.
 """
 
 from __future__ import annotations
@@ -194,9 +195,10 @@ class RecordingModel(WrapperModel):
 
 
 def write_cassette(path: Path, turns: list[dict[str, Any]]) -> None:
-    """Write a cassette atomically (a crash never leaves half a cassette)."""
+    """Write a cassette atomically (a crash never leaves half a cassette); every secret the
+    scrubber knows is removed from what is written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"version": 1, "turns": turns}, ensure_ascii=False, indent=2) + "\n"
+    text = json.dumps({"version": 1, "turns": redact(turns)}, ensure_ascii=False, indent=2) + "\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
