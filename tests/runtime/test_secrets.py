@@ -14,11 +14,14 @@ import sqlite3
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from kernos.boundary import ToolResult
+from kernos.boundary import ToolResult, ToolSpec
 from kernos.runtime import (
+    Session,
     Store,
     install_log_scrubber,
     known_secrets,
@@ -277,3 +280,34 @@ def test_a_child_on_an_aliased_key_fails_without_leaking_it(
     assert_clean("kernos tasks show", shown.stdout + shown.stderr)
     log = tmp_path / ".kernos" / "kernos.log"
     assert_clean("kernos.log", log.read_text(encoding="utf-8") if log.exists() else "")
+
+
+# -- tool results: the one wrapper every tool result passes -------------------------------------
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+async def test_a_tool_result_reaches_the_model_and_the_store_scrubbed(
+    openai_env: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    register_secrets(NO_SHAPE)
+
+    async def leak(params: _NoArgs, ctx: Any) -> str:
+        return f"connected with {NO_SHAPE}"
+
+    openai_env.script(tool_call("leak"), text("done", when="connected"))
+    store = Store(tmp_path / "k.db")
+    try:
+        session = Session(
+            resolve_model("openai-chat:x", load_config(cwd=tmp_path)),
+            tools=[ToolSpec("leak", "Leak a value.", _NoArgs, leak)],
+            store=store,
+        )
+        assert await session.prompt("go") == "done"
+        rows = repr(store.query("SELECT tool_results FROM turns"))
+    finally:
+        store.close()
+    assert openai_env.tool_results() == ["connected with [redacted]"]
+    assert NO_SHAPE not in rows
