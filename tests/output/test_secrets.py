@@ -112,3 +112,17 @@ def test_apprise_and_webhook_share_one_url_helper() -> None:
 
     assert _apprise.url_secrets is url_secrets
     assert _webhook.url_secrets is url_secrets
+
+
+async def test_a_token_cut_by_the_200_character_limit_is_still_scrubbed(tmp_path: Path) -> None:
+    def straddling(request: Received) -> tuple[int, str]:
+        return 500, "e" * 195 + PATH_TOKEN  # the cut at 200 falls inside the token
+
+    peer = Receiver(respond=straddling).start()
+    try:
+        kernel = OutputKernel.from_config(load_config(cwd=project(tmp_path, peer)), hooks=())
+        receipt = await kernel.send("hook", "hello")
+    finally:
+        peer.stop()
+    assert "HTTP 500: eeee" in receipt.text
+    assert PATH_TOKEN[:4] not in receipt.text

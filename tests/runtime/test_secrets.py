@@ -311,3 +311,15 @@ async def test_a_tool_result_reaches_the_model_and_the_store_scrubbed(
         store.close()
     assert openai_env.tool_results() == ["connected with [redacted]"]
     assert NO_SHAPE not in rows
+
+
+def test_a_cassette_match_is_scrubbed_before_it_is_cut(tmp_path: Path) -> None:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from kernos.runtime._cassette import _turn_from_response
+
+    register_secrets(NO_SHAPE)
+    request = ModelRequest(parts=[UserPromptPart("p" * 110 + NO_SHAPE)])  # cut at 120: mid-value
+    turn = _turn_from_response([request], ModelResponse(parts=[TextPart("ok")]))
+    assert NO_SHAPE[:6] not in turn["match"]
+    assert turn["match"].startswith("p" * 110 + "[red")

@@ -43,6 +43,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from kernos.runtime._secrets import scrub_text
 from kernos.runtime._store import redact
 
 
@@ -135,7 +136,8 @@ class ReplayModel(FunctionModel):
 def _turn_from_response(
     messages: Sequence[ModelMessage], response: ModelResponse
 ) -> dict[str, Any]:
-    turn: dict[str, Any] = {"match": latest_message_text(messages)[:120]}
+    # scrubbed before it is cut: half a token is no longer a value the scrubber recognises
+    turn: dict[str, Any] = {"match": scrub_text(latest_message_text(messages))[:120]}
     text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
     if text:
         turn["text"] = text
