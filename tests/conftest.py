@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernos.runtime import forget_secrets
 from kernos.testing import FakeOpenAIServer
 
 KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-defined]
@@ -21,6 +22,14 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("KERNOS_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "no-tiktoken-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_secrets() -> Iterator[None]:
+    """The scrubber's registry is process-wide: one test's secrets never shred another's text."""
+    forget_secrets()
+    yield
+    forget_secrets()
 
 
 @pytest.fixture(autouse=True)

@@ -57,6 +57,7 @@ def test_public_surface_is_small_and_sorted() -> None:
     assert set(kernos.testing.__all__) == {
         "FakeOpenAIServer",
         "Reply",
+        "error",
         "text",
         "tool_call",
         "tool_calls",
@@ -499,3 +500,16 @@ def test_requests_are_a_copy(server: FakeOpenAIServer, client: openai.OpenAI) ->
     client.chat.completions.create(model="m", messages=user("hi"))
     server.requests[0]["messages"].clear()
     assert server.requests[0]["messages"] == user("hi")
+
+
+def test_error_reply_sends_the_status_and_echoes_the_key(
+    server: FakeOpenAIServer, client: openai.OpenAI
+) -> None:
+    server.script(kernos.testing.error(401, "Incorrect API key provided: {api_key}."))
+    with pytest.raises(openai.AuthenticationError) as caught:
+        client.chat.completions.create(model="m", messages=user("hi"))
+    assert caught.value.status_code == 401
+    assert "Incorrect API key provided: test-key." in str(caught.value)
+    server.assert_all_consumed()
+    with pytest.raises(ValueError, match="HTTP error status"):
+        kernos.testing.error(200, "fine")

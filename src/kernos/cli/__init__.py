@@ -12,6 +12,9 @@ from kernos.cli import demo as _demo
 from kernos.cli import run as _run
 from kernos.cli import send as _send
 from kernos.cli import tasks as _tasks
+from kernos.runtime import install_log_scrubber
+
+install_log_scrubber()  # every log line, whichever logger, loses the secrets kernos knows
 
 app = typer.Typer(
     name="kernos",

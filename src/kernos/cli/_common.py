@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kernos.runtime import ConfigError, Runtime
+from kernos.runtime import ConfigError, Runtime, scrub_text
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print a one-line error to stderr and return the exit to raise."""
-    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    err.print(f"[bold red]error:[/] {escape(scrub_text(message))}", markup=True, highlight=False)
     return typer.Exit(code)
 
 

@@ -26,6 +26,7 @@ from kernos.cli._common import (
     write_stdout,
 )
 from kernos.compress import (
+    DEFAULT_MAX_TOKENS,
     CompressError,
     FileReport,
     Status,
@@ -88,6 +89,19 @@ def register(app: typer.Typer) -> None:
         in_place: Annotated[
             bool, typer.Option("--in-place", "-i", help="Rewrite each file with its approved text.")
         ] = False,
+        force: Annotated[
+            bool,
+            typer.Option(
+                "--force", help="Replace read-only files too (refused by default: `read-only`)."
+            ),
+        ] = False,
+        max_tokens: Annotated[
+            int,
+            typer.Option(
+                "--max-tokens",
+                help="Largest source per file, in tokens; a larger file fails before any request.",
+            ),
+        ] = DEFAULT_MAX_TOKENS,
         rounds: Annotated[int, typer.Option("--rounds", "-r", help="Draft budget per file.")] = 3,
         agents: Annotated[
             int, typer.Option("--agents", "-n", help="Files compressed at once.")
@@ -109,9 +123,13 @@ def register(app: typer.Typer) -> None:
 
         Each file runs in its own session: the agent drafts with `rewrite` (declaring every loss),
         judges the draft in a review turn, and ends with `approve`. One file, no -i/-o: stdout.
+        Read-only files are not replaced without --force; kernos's own temporary files
+        (.NAME.*.kernos-tmp) are never targets, and stale ones are removed.
         """
         try:
-            check_options(rounds=rounds, agents=agents, in_place=in_place, out=out)
+            check_options(
+                rounds=rounds, agents=agents, in_place=in_place, out=out, max_tokens=max_tokens
+            )
             paths = resolve_targets(files)
             check_file_count(len(paths), in_place=in_place)
         except CompressError as exc:
@@ -143,6 +161,8 @@ def register(app: typer.Typer) -> None:
                 tokenizer=tokenizer,
                 in_place=in_place,
                 out=out,
+                max_tokens=max_tokens,
+                force=force,
             )
             with progress if progress is not None else contextlib.nullcontext():
                 reports, interrupted = asyncio.run(_run_until_signalled(run, len(paths), progress))

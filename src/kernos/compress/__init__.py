@@ -7,6 +7,7 @@ is the pure state machine underneath.
 """
 
 from kernos.compress._loop import (
+    DEFAULT_MAX_TOKENS,
     FileReport,
     check_file_count,
     check_options,
@@ -20,6 +21,7 @@ from kernos.compress._tokens import Tokenizer, count_bytes, count_o200k
 from kernos.compress._tools import compress_tools
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "CompressError",
     "CompressProtocol",
     "Draft",

@@ -14,11 +14,31 @@ from kernos.compress._protocol import CompressError, CompressProtocol, Loss, Met
 from kernos.compress._session import Status, outcome, run_session
 from kernos.compress._targets import display_path
 from kernos.compress._tokens import Tokenizer, token_counter
-from kernos.compress._write import atomic_write, with_trailing_newline
-from kernos.runtime import Runtime
+from kernos.compress._write import (
+    atomic_write,
+    is_read_only,
+    remove_stale_temp_files,
+    with_trailing_newline,
+)
+from kernos.runtime import Runtime, scrub_text
 
 INTERRUPTED = "interrupted before it finished"
 NOT_STARTED = "interrupted before it started"
+DEFAULT_MAX_TOKENS = 100_000
+"""``--max-tokens``: the largest source, in tokens, a file may have before any request is sent."""
+MAX_BYTES_PER_TOKEN = 256
+"""A source over ``max_tokens * MAX_BYTES_PER_TOKEN`` bytes is refused without being read (no
+tokenizer packs that many bytes into one token), so a 50 MB file is never loaded to count it."""
+
+
+def read_only_error(path: Path) -> str:
+    return f"read-only: {path} is not writable; make it writable, or pass --force to replace it"
+
+
+def too_large_error(size: str, max_tokens: int) -> str:
+    return (
+        f"too large: {size}, over --max-tokens {max_tokens}; split the file or raise --max-tokens"
+    )
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,8 @@ def _report(
     *,
     output: Path | None = None,
 ) -> FileReport:
+    if error:
+        error = scrub_text(error)  # a provider's error body may echo the key: never report it
     if protocol is None:
         return FileReport(path, status, error=error)
     draft = protocol.latest
@@ -99,11 +121,18 @@ def _report(
     )
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, max_tokens: int) -> str:
+    size = path.stat().st_size
+    if size > max_tokens * MAX_BYTES_PER_TOKEN:
+        raise _Refused(too_large_error(f"{size} bytes", max_tokens))
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise OSError(f"cannot read {path}: it is not UTF-8 text") from None
+
+
+class _Refused(Exception):
+    """A file refused before any request (read-only destination, over ``--max-tokens``)."""
 
 
 async def _write(destination: Path, text: str, source: Path) -> Path:
@@ -129,23 +158,34 @@ async def _compress_path(
     rounds: int,
     count: Callable[[str], int],
     destination: Path | None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    force: bool = False,
 ) -> FileReport:
     protocol: CompressProtocol | None = None
     try:
-        source = _read(path)
+        if destination is not None and not force and is_read_only(destination):
+            return _report(path, None, Status.CANCELLED, read_only_error(destination))
+        source = _read(path, max_tokens)
         protocol = CompressProtocol(source, tokenizer=count)
         if not source.strip():
             return _report(path, protocol, Status.STALLED, "no text to compress")
+        if protocol.source_tokens > max_tokens:
+            too_large = too_large_error(f"{protocol.source_tokens} tokens", max_tokens)
+            return _report(path, protocol, Status.CANCELLED, too_large)
         await run_session(protocol, model, label, rounds)
         status, error = outcome(protocol, rounds)
         if status is not Status.APPROVED or destination is None:
             return _report(path, protocol, status, error)
         draft = protocol.latest
         assert draft is not None
+        if not force and is_read_only(destination):  # it may have changed during the session
+            return _report(path, protocol, Status.CANCELLED, read_only_error(destination))
         written = await _write(destination, with_trailing_newline(draft.text), path)
         return _report(path, protocol, status, None, output=written)
     except asyncio.CancelledError:
         return _report(path, protocol, Status.CANCELLED, INTERRUPTED)
+    except _Refused as exc:
+        return _report(path, protocol, Status.CANCELLED, str(exc))
     except OSError as exc:
         return _report(path, protocol, Status.CANCELLED, str(exc) or type(exc).__name__)
     except Exception as exc:  # a provider error fails this file, never the others
@@ -164,13 +204,18 @@ async def compress_files(
     out: Path | str | None = None,
     stop: asyncio.Event | None = None,
     on_report: Callable[[FileReport], None] | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    force: bool = False,
 ) -> list[FileReport]:
     """Compress each file in its own isolated session, at most ``agents`` at a time.
 
     Only approved drafts are written: over each source with ``in_place``, to ``out`` (one file),
     or nowhere (the approved text is in :attr:`FileReport.text`, for stdout). One failing file
     never stops the others. Setting ``stop`` aborts sessions in flight and cancels files not yet
-    started; no file is ever half-written.
+    started; no file is ever half-written. Before any session, stale temporary files an earlier
+    interrupted run left next to the sources or ``out`` are removed (see ``_write.py`` for the
+    rule). A file is ``cancelled`` before any request when its destination is read-only (unless
+    ``force``) or its source is over ``max_tokens``.
 
     Args:
         paths: the files (see :func:`resolve_targets` for globs).
@@ -185,19 +230,24 @@ async def compress_files(
         out: write the single file's approved text here.
         stop: set it to interrupt the run.
         on_report: called as each file finishes (for progress bars).
+        max_tokens: the largest source, in tokens, sent to the model (default 100,000).
+        force: replace read-only destinations too.
 
     Returns:
         One report per path, in the order given.
 
     Raises:
-        CompressError: ``rounds`` or ``agents`` below 1, both ``in_place`` and ``out``, or ``out``
-            with several paths (the CLI's exact usage messages).
+        CompressError: ``rounds``, ``agents`` or ``max_tokens`` below 1, both ``in_place`` and
+            ``out``, or ``out`` with several paths (the CLI's exact usage messages).
         kernos.runtime.ConfigError: no model configured, or a bad model string.
     """
-    check_options(rounds=rounds, agents=agents, in_place=in_place, out=out)
+    check_options(rounds=rounds, agents=agents, in_place=in_place, out=out, max_tokens=max_tokens)
     files = [Path(p).absolute() for p in paths]
     if out is not None:
         check_file_count(len(files), in_place=False)
+    remove_stale_temp_files(
+        {p.parent for p in files} | ({Path(out).absolute().parent} if out else set())
+    )
     count = token_counter(tokenizer)
     if not isinstance(model, Model):
         owned = runtime is None
@@ -222,6 +272,8 @@ async def compress_files(
                     rounds=rounds,
                     count=count,
                     destination=destination,
+                    max_tokens=max_tokens,
+                    force=force,
                 )
         except asyncio.CancelledError:
             report = _report(path, None, Status.CANCELLED, NOT_STARTED)
@@ -256,7 +308,9 @@ async def compress_files(
     ]
 
 
-def check_options(*, rounds: int, agents: int, in_place: bool, out: object) -> None:
+def check_options(
+    *, rounds: int, agents: int, in_place: bool, out: object, max_tokens: int = 1
+) -> None:
     """The option checks that come before targets are resolved, in the spec's order.
 
     Raises:
@@ -266,6 +320,8 @@ def check_options(*, rounds: int, agents: int, in_place: bool, out: object) -> N
         raise CompressError("--rounds must be a positive integer")
     if agents < 1:
         raise CompressError("--agents must be a positive integer")
+    if max_tokens < 1:
+        raise CompressError("--max-tokens must be a positive integer")
     if in_place and out is not None:
         raise CompressError("--in-place and --out are mutually exclusive")
 

@@ -95,11 +95,15 @@ class CompressProtocol:
         self.source = source
         self._count = tokenizer if callable(tokenizer) else token_counter(tokenizer)
         self._source_words = count_words(source)
-        self._source_tokens = self._count(source) if source else 0
+        self._source_tokens = self._measure(source)
         self._drafts: list[Draft] = []
         self._reviewed = 0
         self._approved = False
         self._verdict: str | None = None
+
+    def _measure(self, text: str) -> int:
+        """Tokens of ``text``; a blank text counts 0, like its 0 words (spec §1)."""
+        return self._count(text) if text.strip() else 0
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -175,7 +179,7 @@ class CompressProtocol:
     # -- measuring ---------------------------------------------------------------------------
     def metrics(self, draft: Draft) -> Metrics:
         """``draft`` measured against the source."""
-        draft_tokens = self._count(draft.text) if draft.text else 0
+        draft_tokens = self._measure(draft.text)
         return Metrics(
             source_words=self._source_words,
             draft_words=count_words(draft.text),

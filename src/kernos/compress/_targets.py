@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kernos.compress._protocol import CompressError
+from kernos.compress._write import is_temp_file
 
 _GLOB_CHARS = frozenset("*?[]{}")
 
@@ -68,9 +69,13 @@ def resolve_targets(patterns: Iterable[str], cwd: Path | str | None = None) -> l
         patterns: literal paths or globs (``* ? [ ] { }``; ``**`` recurses; dot-files match).
         cwd: what relative patterns are relative to (default: the process's working directory).
 
+    Kernos's own temporary files (``.NAME.….kernos-tmp``, left by a crash mid-write) are never
+    targets: globs skip them and naming one is an error.
+
     Raises:
         CompressError: ``No files matched "<pattern>"`` for a glob that matches no file;
-            ``Not a file: <path>`` for a literal path that is missing or not a regular file.
+            ``Not a file: <path>`` for a literal path that is missing or not a regular file;
+            a literal path that is a kernos temporary file.
     """
     base = os.path.abspath(cwd if cwd is not None else os.getcwd())
     found: set[str] = set()
@@ -82,6 +87,11 @@ def resolve_targets(patterns: Iterable[str], cwd: Path | str | None = None) -> l
             path = os.path.normpath(os.path.join(base, pattern))
             if not os.path.isfile(path):
                 raise CompressError(f"Not a file: {pattern}")
+            if is_temp_file(path):
+                raise CompressError(
+                    f"{pattern} is a kernos temporary file left by an interrupted write, not a "
+                    "prompt; the next run removes it, or delete it yourself"
+                )
             found.add(path)
             continue
         matches = [
@@ -89,9 +99,10 @@ def resolve_targets(patterns: Iterable[str], cwd: Path | str | None = None) -> l
             for alternative in expand_braces(pattern)
             for match in glob.glob(alternative, root_dir=base, recursive=True, include_hidden=True)
         ]
-        files = [m for m in matches if os.path.isfile(m)]
+        files = [m for m in matches if os.path.isfile(m) and not is_temp_file(m)]
         literal = os.path.normpath(os.path.join(base, pattern))
-        if not files and os.path.isfile(literal):  # a file whose name holds "[" or "{"
+        if not files and os.path.isfile(literal) and not is_temp_file(literal):
+            # a file whose name holds "[" or "{"
             files = [literal]
         if not files:
             raise CompressError(f'No files matched "{pattern}"')

@@ -29,6 +29,7 @@ from kernos.output._parse import (
     parse_output_items,
 )
 from kernos.output._receipt import ItemOutcome, OutputReceipt, render_receipt
+from kernos.runtime import register_secrets, scrub_text
 
 if TYPE_CHECKING:
     from kernos.runtime import Config
@@ -75,11 +76,12 @@ def is_allowed(allowed: Sequence[str] | None, channel: str) -> bool:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """Remove every secret (token, password, URL) from text the model, a log or a person sees."""
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
+    """Remove every secret (token, password, URL) from text the model, a log or a person sees:
+    the channel's own ``secrets`` (which join the one scrubber, so logs and rows drop them too)
+    and every value and shape :func:`kernos.runtime.scrub_text` knows."""
+    secrets = tuple(secrets)
+    register_secrets(*secrets)
+    return scrub_text(text, secrets)
 
 
 def backfill_meta(meta: str | None, inbound: InboundMessage | None, channel: Channel) -> str | None:

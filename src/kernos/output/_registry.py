@@ -11,7 +11,7 @@ from typing import Any
 
 from kernos.output._channel import Channel, ChannelConfig, ChannelFactory
 from kernos.output._kernel import OutputHook
-from kernos.runtime import Config
+from kernos.runtime import Config, register_secrets
 
 CHANNEL_GROUP = "kernos.channels"
 HOOK_GROUP = "kernos.output_hooks"
@@ -66,6 +66,7 @@ def build_channel(
     channel = factory(setup)
     if not isinstance(channel, Channel):
         raise setup.error("kind", f"the {kind!r} plugin did not return a Channel", "fix the plugin")
+    register_secrets(*channel.secrets)  # logs, rows and reports drop them too, not only receipts
     return dataclasses.replace(
         channel,
         name=name,

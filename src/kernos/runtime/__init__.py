@@ -23,6 +23,19 @@ from kernos.runtime._config import (
 )
 from kernos.runtime._models import pick_model_name, resolve_model
 from kernos.runtime._runtime import Runtime
+from kernos.runtime._secrets import (
+    SecretsFilter,
+    forget_secrets,
+    install_log_scrubber,
+    known_secrets,
+    register_env_secrets,
+    register_secrets,
+    register_url_secrets,
+    scrub_result,
+    scrub_text,
+    scrub_value,
+    url_secrets,
+)
 from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
 from kernos.runtime._store import Migration, Store, redact
 
@@ -40,18 +53,29 @@ __all__ = [
     "RecordingModel",
     "ReplayModel",
     "Runtime",
+    "SecretsFilter",
     "Session",
     "SessionEvent",
     "Store",
     "TasksConfig",
     "Watcher",
+    "forget_secrets",
+    "install_log_scrubber",
     "kernos_home",
+    "known_secrets",
     "latest_message_text",
     "load_config",
     "new_session_id",
     "parse_agent_file",
     "pick_model_name",
     "redact",
+    "register_env_secrets",
+    "register_secrets",
+    "register_url_secrets",
     "resolve_model",
+    "scrub_result",
+    "scrub_text",
+    "scrub_value",
+    "url_secrets",
     "write_cassette",
 ]

@@ -12,7 +12,8 @@ latest user/tool message (a turn without ``match`` fits any request), so one cas
 parent and its children; a turn with ``"repeat": true`` is never used up (for messages whose count
 depends on timing, such as batched completion notices). A request no turn fits fails loudly, naming
 the request. Recording keeps
-message text and tool calls only: headers and keys are never seen, so they are never written.
+message text and tool calls only: headers and keys are never seen, and every secret value the
+scrubber knows (and every secret shape) is removed from what is written.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from kernos.runtime._secrets import scrub_text
 from kernos.runtime._store import redact
 
 
@@ -134,7 +136,8 @@ class ReplayModel(FunctionModel):
 def _turn_from_response(
     messages: Sequence[ModelMessage], response: ModelResponse
 ) -> dict[str, Any]:
-    turn: dict[str, Any] = {"match": latest_message_text(messages)[:120]}
+    # scrubbed before it is cut: half a token is no longer a value the scrubber recognises
+    turn: dict[str, Any] = {"match": scrub_text(latest_message_text(messages))[:120]}
     text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
     if text:
         turn["text"] = text
@@ -194,9 +197,10 @@ class RecordingModel(WrapperModel):
 
 
 def write_cassette(path: Path, turns: list[dict[str, Any]]) -> None:
-    """Write a cassette atomically (a crash never leaves half a cassette)."""
+    """Write a cassette atomically (a crash never leaves half a cassette); every secret the
+    scrubber knows is removed from what is written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"version": 1, "turns": turns}, ensure_ascii=False, indent=2) + "\n"
+    text = json.dumps({"version": 1, "turns": redact(turns)}, ensure_ascii=False, indent=2) + "\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kernos.runtime._secrets import register_secrets, register_url_secrets
+
 
 class ConfigError(Exception):
     """The configuration is wrong: ``file``, ``key`` and ``fix`` say where and what to do."""
@@ -133,6 +135,7 @@ def _expand_env(value: Any, file: Path | None, key: str) -> Any:
                     f"environment variable {name} is not set",
                     f"export {name}=... or remove the ${{{name}}} reference",
                 )
+            register_secrets(found)  # every expanded value is a secret the scrubber knows
             return found
 
         return _ENV_REF.sub(replace, value)
@@ -141,6 +144,27 @@ def _expand_env(value: Any, file: Path | None, key: str) -> Any:
     if isinstance(value, list):
         return [_expand_env(v, file, f"{key}[{i}]") for i, v in enumerate(value)]
     return value
+
+
+_URL_KEYS = ("url", "urls", "base_url")
+
+
+def register_config_urls(data: Any) -> None:
+    """Register the path/query tokens of every configured URL (``url``, ``urls``, ``base_url``
+    in ``[channels.*]`` and ``[models.*]``) with the scrubber."""
+    if not isinstance(data, dict):
+        return
+    for section in ("channels", "models"):
+        tables = data.get(section)
+        if not isinstance(tables, dict):
+            continue
+        for table in tables.values():
+            if not isinstance(table, dict):
+                continue
+            for key in _URL_KEYS:
+                value = table.get(key)
+                values = value if isinstance(value, list) else [value]
+                register_url_secrets(*(v for v in values if isinstance(v, str)))
 
 
 def kernos_home(cwd: Path | None = None) -> Path:
@@ -218,6 +242,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
     elif explicit:
         raise ConfigError(file, "(file)", "does not exist", "pass an existing file to --config")
     data = _expand_env(data, file, "")
+    register_config_urls(data)
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:

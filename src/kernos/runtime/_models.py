@@ -16,6 +16,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from kernos.runtime._cassette import CassetteError, ReplayModel
 from kernos.runtime._config import Config, ConfigError, NoModelError
+from kernos.runtime._secrets import register_env_secrets, register_secrets, register_url_secrets
 
 _NO_KEY = "kernos-no-key"  # local OpenAI-compatible servers usually ignore the key
 
@@ -31,6 +32,8 @@ def pick_model_name(explicit: str | None, config: Config, agent_model: str | Non
 def _openai_chat(name: str, base_url: str | None, api_key: str | None) -> Model:
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    register_secrets(api_key)
+    register_url_secrets(base_url)
     if api_key is None:
         if base_url is None:
             raise ConfigError(
@@ -49,8 +52,10 @@ def resolve_model(name: str, config: Config) -> Model:
     Raises:
         ConfigError: unknown provider, missing key variable, unreadable cassette.
     """
+    register_env_secrets()  # keys pydantic-ai's providers read themselves (GROQ_API_KEY, ...)
     alias = config.models.get(name)
     if alias is not None:
+        register_url_secrets(alias.base_url)
         key: str | None = None
         if alias.api_key_env:
             key = os.environ.get(alias.api_key_env)
@@ -61,6 +66,7 @@ def resolve_model(name: str, config: Config) -> Model:
                     f"environment variable {alias.api_key_env} is not set",
                     f"export {alias.api_key_env}=...",
                 )
+            register_secrets(key)
         target = alias.model
         provider, _, model_name = target.partition(":")
         if provider in ("openai-chat", "openai") and (alias.base_url or key):

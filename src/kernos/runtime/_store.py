@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kernos.runtime._secrets import scrub_text
+
 Migration = tuple[int, str, str]
 """``(version, name, sql)``; versions start at 1 and increase by one."""
 
@@ -43,13 +45,11 @@ _RUNTIME_MIGRATIONS: list[Migration] = [
 ]
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|passwd)", re.I)
-_SECRET_VALUE = re.compile(
-    r"(sk-[A-Za-z0-9_-]{8,}|Bearer\s+[A-Za-z0-9._~+/=-]{8,}|xox[abp]-[A-Za-z0-9-]{8,})"
-)
 
 
 def redact(value: Any) -> Any:
-    """Replace secret-looking values (by key name or by shape) with ``[redacted]``."""
+    """Replace secret values with ``[redacted]``: a value under a secret-looking key, and every
+    secret the one scrubber knows by value or by shape (:func:`kernos.runtime.scrub_text`)."""
     if isinstance(value, dict):
         return {
             k: "[redacted]" if isinstance(k, str) and _SECRET_KEY.search(k) else redact(v)
@@ -58,7 +58,7 @@ def redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     if isinstance(value, str):
-        return _SECRET_VALUE.sub("[redacted]", value)
+        return scrub_text(value)
     return value
 
 

@@ -20,6 +20,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, call_tool
+from kernos.runtime._secrets import scrub_result
 
 if TYPE_CHECKING:
     from kernos.runtime._session import Session
@@ -68,6 +69,7 @@ class KernosToolset(AbstractToolset[Any]):
                 extras={"session": self._session},
             ),
         )
+        result = scrub_result(result)  # the model, the store and the events never see a secret
         self._on_result(ctx.tool_call_id or "", result)
         self._session.emit("tool_result", name=name, result=result)
         if result.stage == "schema":

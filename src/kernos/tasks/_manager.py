@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
-from kernos.runtime import ConfigError, Runtime, Session, SessionEvent
+from kernos.runtime import ConfigError, Runtime, Session, SessionEvent, scrub_text
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
@@ -396,7 +396,8 @@ class TaskManager:
         except Exception as exc:
             record.finished_at = time.time()
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            record.error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+            error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+            record.error = scrub_text(error)  # it reaches the parent model and the store
             self._move(record, TaskStatus.ERROR)
         else:
             record.finished_at = time.time()

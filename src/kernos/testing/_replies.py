@@ -38,6 +38,8 @@ class Reply:
         repeat: answer every matching request and never be consumed.
         hold: an event the server waits for (up to 60 s) before sending this answer, so a test can
             keep one conversation (a child agent, say) in flight while others go on.
+        status: the HTTP status; anything but 200 answers with an OpenAI-style error body whose
+            message is ``content`` (``{api_key}`` in it becomes the key the client sent).
 
     Raises:
         ValueError: the reply has neither content nor tool calls.
@@ -49,6 +51,7 @@ class Reply:
     when_system: bool = False
     repeat: bool = False
     hold: threading.Event | None = None
+    status: int = 200
 
     def __post_init__(self) -> None:
         if self.content is None and not self.calls:
@@ -70,6 +73,8 @@ class Reply:
         if self.calls:
             shown = ", ".join(f"{name}({_clip(args, 60)})" for name, args in self.calls)
             what = f"tool call {shown}"
+        elif self.status != 200:
+            what = f"HTTP {self.status} {_clip(self.content or '', 60)!r}"
         else:
             what = f"text {_clip(self.content or '', 60)!r}"
         if isinstance(self.when, str):
@@ -90,6 +95,27 @@ def text(
 ) -> Reply:
     """An assistant text answer; ends the model's turn with ``finish_reason="stop"``."""
     return Reply(content=content, when=when, when_system=when_system, repeat=repeat, hold=hold)
+
+
+def error(
+    status: int,
+    message: str,
+    *,
+    when: When = None,
+    when_system: bool = False,
+    repeat: bool = False,
+) -> Reply:
+    """An HTTP error answer (``401``, ``429``, ``500``...) with an OpenAI-style error body.
+
+    ``{api_key}`` in ``message`` is replaced by the key the client sent, the way real providers
+    echo a wrong key in a 401 (``Incorrect API key provided: gsk_...``).
+
+    Raises:
+        ValueError: ``status`` is not an error status (400-599).
+    """
+    if not 400 <= status <= 599:
+        raise ValueError(f"error() takes an HTTP error status (400-599), not {status}")
+    return Reply(content=message, when=when, when_system=when_system, repeat=repeat, status=status)
 
 
 def tool_call(

@@ -297,6 +297,12 @@ class _Handler(BaseHTTPRequestHandler):
             planned.reply.hold.wait(_HOLD_LIMIT)
         if fake.delay > 0:
             time.sleep(fake.delay)
+        if planned.reply.status != 200:
+            key = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+            message = (planned.reply.content or "").replace("{api_key}", key)
+            kind = "invalid_request_error" if planned.reply.status < 500 else "server_error"
+            self._send_json(planned.reply.status, _wire.error(message, kind, "scripted_error"))
+            return
         if request.get("stream"):
             self._send_stream(_wire.chunks(planned.reply, request, **planned.ids()))
         else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import warnings
 from typing import Any
 
@@ -21,16 +20,11 @@ from kernos.output._channel import Channel, ChannelConfig, ChannelError, OutputC
 from kernos.output._parse import OutputItem
 from kernos.output._texts import channel_text
 from kernos.output.channels._common import local_file, meta_object, unsupported
+from kernos.runtime import url_secrets
 
 TYPES = ("text", "markdown", "html", "image", "file")
 _FORMATS = {"text": "text", "markdown": "markdown", "html": "html"}
 _EXAMPLE = '{"title": "Nightly build"}'
-
-
-def _url_secrets(urls: list[str]) -> tuple[str, ...]:
-    """Each URL and every long piece of it: tokens hide in paths, users and query strings."""
-    pieces = {piece for url in urls for piece in re.split(r"[/:@?&=#,]+", url) if len(piece) >= 8}
-    return (*urls, *sorted(pieces, key=len, reverse=True))
 
 
 def apprise_channel(config: ChannelConfig) -> Channel:
@@ -43,7 +37,7 @@ def apprise_channel(config: ChannelConfig) -> Channel:
             raise config.error(
                 "urls", f"entry {number} is not a URL Apprise understands", "see apprise docs"
             )
-    secrets = _url_secrets(urls)
+    secrets = url_secrets(*urls)
 
     def notify(**kwargs: Any) -> tuple[bool, list[str]]:
         notifier = apprise.Apprise()

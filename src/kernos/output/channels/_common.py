@@ -14,6 +14,7 @@ import httpx
 
 from kernos.output._channel import ChannelError
 from kernos.output._parse import OutputItem
+from kernos.runtime import scrub_text
 
 
 def unsupported(item: OutputItem, types: tuple[str, ...]) -> ChannelError:
@@ -68,8 +69,9 @@ async def post_json(
 
 
 def http_error(response: httpx.Response) -> ChannelError:
-    """``HTTP <status>: <first 200 characters of the body>``."""
-    return ChannelError(f"HTTP {response.status_code}: {response.text[:200]}")
+    """``HTTP <status>: <first 200 characters of the body>``, scrubbed before it is cut (a
+    token cut in half is no longer a value the scrubber can recognise)."""
+    return ChannelError(f"HTTP {response.status_code}: {scrub_text(response.text)[:200]}")
 
 
 def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:

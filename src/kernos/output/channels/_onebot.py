@@ -20,6 +20,7 @@ from kernos.output.channels._common import (
     post_json,
     unsupported,
 )
+from kernos.runtime import url_secrets
 
 TYPES = ("text", "image", "voice", "file", "sticker")
 _EXAMPLE = '{"group_id": 123456} or {"user_id": 654321, "reply_to": 42}'
@@ -119,5 +120,5 @@ def onebot_channel(config: ChannelConfig) -> Channel:
         meta_help,
         kind=config.kind,
         recipient_keys=("user_id", "group_id"),
-        secrets=header_secrets(headers) + ((token,) if token else ()),
+        secrets=header_secrets(headers) + ((token,) if token else ()) + url_secrets(base_url),
     )

@@ -4,12 +4,11 @@ Accepted`` is reported as queued, not as delivered."""
 
 from __future__ import annotations
 
-import httpx
-
 from kernos.output._channel import Channel, ChannelConfig, Delivery, OutputContext
 from kernos.output._parse import OutputItem
 from kernos.output._texts import channel_text
 from kernos.output.channels._common import header_secrets, http_error, post_json
+from kernos.runtime import url_secrets
 
 
 def webhook_channel(config: ChannelConfig) -> Channel:
@@ -20,7 +19,6 @@ def webhook_channel(config: ChannelConfig) -> Channel:
         raise config.error("url", "must be an http:// or https:// URL", 'write url = "https://..."')
     headers = config.table("headers")
     timeout = config.number("timeout", 10.0)
-    password = httpx.URL(url).password
 
     async def send(item: OutputItem, ctx: OutputContext) -> Delivery | None:
         body = {
@@ -37,5 +35,6 @@ def webhook_channel(config: ChannelConfig) -> Channel:
         return None
 
     description, meta = channel_text("webhook")
-    secrets = (*header_secrets(headers), *([password] if password else []))
+    # Slack/Discord-style URLs carry their token in the path or query: it is a secret too
+    secrets = (*header_secrets(headers), *url_secrets(url))
     return Channel(config.name, send, description, (), meta, kind=config.kind, secrets=secrets)
