@@ -19,11 +19,22 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 
 from kernos.output import Channel, InboundMessage, OutputKernel, build_channel
+from kernos.runtime import WorkspacePolicy
 from tests.output.conftest import Received, Receiver
 
 
-def kernel(name: str, table: dict[str, Any], base_dir: Path | None = None) -> OutputKernel:
-    return OutputKernel([build_channel(name, table, base_dir=base_dir)])
+def kernel(
+    name: str,
+    table: dict[str, Any],
+    base_dir: Path | None = None,
+    workspace: WorkspacePolicy | None = None,
+) -> OutputKernel:
+    return OutputKernel([build_channel(name, table, base_dir=base_dir, workspace=workspace)])
+
+
+def workspace(root: Path) -> WorkspacePolicy:
+    """The files a test sends live in ``root``; its state directory is refused."""
+    return WorkspacePolicy((root,), (root / ".kernos",))
 
 
 # -- file -------------------------------------------------------------------------------------
@@ -135,9 +146,10 @@ async def test_webhook_down_is_a_clear_failure(unused_port: int) -> None:
 # -- onebot -----------------------------------------------------------------------------------
 
 
-def onebot(receiver: Receiver, **extra: Any) -> OutputKernel:
+def onebot(receiver: Receiver, root: Path | None = None, **extra: Any) -> OutputKernel:
     table = {"kind": "onebot", "base_url": receiver.url, "access_token": "qq-token-abcdef", **extra}
-    return OutputKernel([build_channel("qq", table)])
+    policy = workspace(root) if root is not None else None
+    return OutputKernel([build_channel("qq", table, workspace=policy)])
 
 
 async def test_onebot_sends_every_type_through_the_right_action(
@@ -147,7 +159,9 @@ async def test_onebot_sends_every_type_through_the_right_action(
     picture.write_bytes(b"\x89PNG")
     report = tmp_path / "report.pdf"
     report.write_bytes(b"%PDF")
-    receipt = await onebot(receiver).send(
+    receipt = await onebot(
+        receiver, tmp_path, recipients=["group_id=123"], allow_url_attachments=True
+    ).send(
         "qq",
         ["hello", str(picture), "https://example.org/v.amr", "178", str(picture), str(report)],
         ["text", "image", "voice", "sticker", "sticker", "file"],
@@ -170,7 +184,7 @@ async def test_onebot_sends_every_type_through_the_right_action(
 
 async def test_onebot_private_chat_and_backfill(receiver: Receiver) -> None:
     inbound = InboundMessage("qq", "10001", "private")
-    receipt = await onebot(receiver).send(
+    receipt = await onebot(receiver, recipients=[5]).send(
         "qq", ["hi", "again"], meta=[None, '{"user_id": 5}'], inbound=inbound
     )
     assert receipt.all_sent
@@ -189,7 +203,7 @@ async def test_onebot_failures_name_the_reason_and_hide_the_token(receiver: Rece
         return 200, {"status": "async", "retcode": 1}
 
     receiver.respond = respond
-    receipt = await onebot(receiver).send(
+    receipt = await onebot(receiver, recipients=["*"]).send(
         "qq",
         ["a", "b", "c", "d", "e"],
         ["text", "text", "text", "gif", "text"],
@@ -222,7 +236,11 @@ async def test_apprise_posts_through_a_json_url(receiver: Receiver, tmp_path: Pa
     picture = tmp_path / "cat.png"
     picture.write_bytes(b"\x89PNG-bytes")
     host = receiver.url.removeprefix("http://")
-    out = kernel("notify", {"kind": "apprise", "urls": [f"json://{host}/notify"]})
+    out = kernel(
+        "notify",
+        {"kind": "apprise", "urls": [f"json://{host}/notify"]},
+        workspace=workspace(tmp_path),
+    )
     receipt = await out.send(
         "notify", ["**build** done", str(picture)], ["markdown", "image"], {"title": "CI"}
     )
@@ -307,7 +325,8 @@ async def test_email_sends_text_and_attachments(smtp: tuple[Inbox, int], tmp_pat
     inbox, port = smtp
     report = tmp_path / "report.pdf"
     report.write_bytes(b"%PDF-1.7 bytes")
-    out = kernel("mail", mail_table(port))
+    table = mail_table(port, recipients=["ana@example.org", "bo@example.org"])
+    out = kernel("mail", table, workspace=workspace(tmp_path))
     receipt = await out.send(
         "mail",
         ["The build passed.", str(report)],
@@ -330,7 +349,8 @@ async def test_email_failures_are_clear_and_keep_the_password_out(
     smtp: tuple[Inbox, int], tmp_path: Path
 ) -> None:
     inbox, port = smtp
-    wrong = kernel("mail", mail_table(port, password="wrong-pass-999", to=[]))
+    table = mail_table(port, password="wrong-pass-999", to=[], recipients=["a@example.org"])
+    wrong = kernel("mail", table, workspace=workspace(tmp_path))
     receipt = await wrong.send(
         "mail",
         ["hi", "hi", "missing.png"],
@@ -341,7 +361,7 @@ async def test_email_failures_are_clear_and_keep_the_password_out(
     assert receipt.text.splitlines()[1:4] == [
         "[1] text failed: the SMTP server refused the login (535); check username and password",
         '[2] text failed: no recipient: name `to` in meta, e.g. {"to": "ana@example.org", "subject": "Build done"}',
-        "[3] image failed: file not found: missing.png; send the path of an existing file",
+        "[3] image failed: attachment refused: missing.png does not exist; send the path of an existing file in the workspace",
     ]
     assert inbox.envelopes == []
 
