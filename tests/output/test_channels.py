@@ -6,21 +6,15 @@ loopback HTTP server (webhook, OneBot, Apprise json://) and aiosmtpd on loopback
 from __future__ import annotations
 
 import base64
-import email
 import json
-import socket
-from collections.abc import Iterator
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 
 from kernos.output import Channel, InboundMessage, OutputKernel, build_channel
 from kernos.runtime import WorkspacePolicy
-from tests.output.conftest import Received, Receiver
+from tests.output.conftest import Inbox, Received, Receiver
 
 
 def kernel(
@@ -263,49 +257,6 @@ async def test_apprise_failure_names_no_url_secret(receiver: Receiver) -> None:
 
 
 # -- email ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.envelopes: list[Envelope] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Envelope) -> str:
-        self.envelopes.append(envelope)
-        return "250 OK"
-
-    def messages(self) -> list[Message]:
-        return [email.message_from_bytes(e.content) for e in self.envelopes]  # type: ignore[arg-type]
-
-
-def authenticate(
-    server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
-) -> AuthResult:
-    ok = isinstance(auth_data, LoginPassword) and auth_data.password == b"mail-pass-123"
-    return AuthResult(success=ok, handled=False)
-
-
-@pytest.fixture
-def smtp(unused_port: int) -> Iterator[tuple[Inbox, int]]:
-    inbox = Inbox()
-    controller = Controller(
-        inbox,
-        hostname="127.0.0.1",
-        port=unused_port,
-        authenticator=authenticate,
-        auth_require_tls=False,
-    )
-    controller.start()
-    try:
-        yield inbox, unused_port
-    finally:
-        controller.stop()
 
 
 def mail_table(port: int, **extra: Any) -> dict[str, Any]:

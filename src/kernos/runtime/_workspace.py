@@ -62,8 +62,8 @@ def path_problem(
     real: str, roots: tuple[str, ...], denied: tuple[str, ...], *, allow_hidden: bool
 ) -> str | None:
     """The pure rule over a resolved path: ``None`` when ``real`` may be used, else what is wrong
-    (``outside``, ``denied`` or ``hidden``). Existence and file type are checked afterwards, so
-    nothing outside the workspace can be probed for existence.
+    (``outside``, ``system``, ``denied`` or ``hidden``). Existence and file type are checked
+    afterwards, so nothing outside the workspace can be probed for existence.
 
     Args:
         real: the path after symlinks were followed (``os.path.realpath``).
@@ -74,6 +74,8 @@ def path_problem(
     containing = [root for root in roots if _inside(real, root)]
     if not containing:
         return "outside"
+    if any(_inside(real, no) for no in SYSTEM_DENIED):
+        return "system"
     if any(_inside(real, no) for no in denied):
         return "denied"
     if not allow_hidden and all(_hidden_parts(real, root) for root in containing):
@@ -88,7 +90,7 @@ class WorkspacePolicy:
     Args:
         roots: the workspace roots; relative model paths are read against the first one.
         denied: paths refused even inside a root (the state directory, the config file);
-            :data:`SYSTEM_DENIED` is always added.
+            :data:`SYSTEM_DENIED` is refused as well.
         allow_hidden: admit paths with a component starting with ``.``.
         max_attachment_bytes: the largest file :meth:`attachment` admits.
 
@@ -113,7 +115,7 @@ class WorkspacePolicy:
         object.__setattr__(self, "roots", tuple(Path(r) for r in roots))
         object.__setattr__(self, "denied", tuple(Path(d) for d in denied))
         object.__setattr__(self, "_roots", roots)
-        object.__setattr__(self, "_denied", (*denied, *(_real(s) for s in SYSTEM_DENIED)))
+        object.__setattr__(self, "_denied", denied)
 
     @classmethod
     def default(cls, cwd: Path | None = None) -> WorkspacePolicy:
@@ -143,7 +145,9 @@ class WorkspacePolicy:
                     "name a directory that exists, or remove it",
                 )
             roots.append(root)
-        denied = [config.home, *([config.path] if config.path is not None else [])]
+        denied = [config.home, config.base_dir / "kernos.toml"]
+        if config.path is not None:
+            denied.append(config.path)
         return cls(
             tuple(roots), tuple(denied), settings.allow_hidden, settings.max_attachment_bytes
         )
@@ -174,6 +178,12 @@ class WorkspacePolicy:
                 what,
                 shown,
                 f"is outside the workspace (roots: {self._where()}); send a file inside it",
+            )
+        if problem == "system":
+            raise self._refused(
+                what,
+                shown,
+                "is a system file (/proc, /sys, /dev), which is never sent; send a file",
             )
         if problem == "denied":
             raise self._refused(
