@@ -165,7 +165,12 @@ async def test_an_over_cap_file_is_refused_and_the_rest_of_the_batch_goes(
 
 SEND_BIG = textwrap.dedent(
     """
-    import asyncio, json, resource, sys
+    import asyncio, json, re, sys
+
+    def peak_kb():  # VmHWM: this process's own peak (ru_maxrss keeps the parent's across exec)
+        with open("/proc/self/status") as status:
+            return int(re.search(r"VmHWM:\\s+(\\d+)", status.read()).group(1))
+
     from kernos.boundary import ToolContext, call_tool
     from kernos.output import OutputKernel, output_tools
     from kernos.runtime import load_config
@@ -173,9 +178,9 @@ SEND_BIG = textwrap.dedent(
     async def main():
         kernel = OutputKernel.from_config(load_config(), hooks=())
         (send,) = [t for t in output_tools(kernel) if t.name == "output_send__mail"]
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = peak_kb()
         result = await call_tool(send, {"payload": sys.argv[1], "type": "file"}, ToolContext())
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        after = peak_kb()
         print(json.dumps({"grew_kb": after - before, "text": result.text}))
 
     asyncio.run(main())

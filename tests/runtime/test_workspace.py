@@ -196,18 +196,23 @@ def test_an_attachment_over_the_cap_is_refused_by_stat(root: Path) -> None:
 
 RSS_PROBE = textwrap.dedent(
     """
-    import json, resource, sys
+    import json, re, sys
+
+    def peak_kb():  # VmHWM: this process's own peak (ru_maxrss keeps the parent's across exec)
+        with open("/proc/self/status") as status:
+            return int(re.search(r"VmHWM:\\s+(\\d+)", status.read()).group(1))
+
     from kernos.runtime import WorkspacePolicy, WorkspaceRefused
 
     root, name, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
     policy = WorkspacePolicy((root,), max_attachment_bytes=cap)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_kb()
     try:
         _, data = policy.read_attachment(name)
         outcome = f"read {len(data)}"
     except WorkspaceRefused as exc:
         outcome = str(exc)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = peak_kb()
     print(json.dumps({"grew_kb": after - before, "outcome": outcome}))
     """
 )
