@@ -350,6 +350,13 @@ async def test_any_plugin_declaring_recipient_keys_gets_the_same_check(recorder:
     assert [i.payload for i in recorder.items] == ["a", "b"]
 
 
+async def test_a_huge_recipient_is_shown_shortened(recorder: Recorder) -> None:
+    pager = Channel("pager", recorder, recipient_keys=("number",))
+    receipt = await OutputKernel([pager]).send("pager", "a", meta={"number": "9" * 5000})
+    assert len(receipt.text) < 400 and "9…" in receipt.text
+    assert recorder.calls == []
+
+
 def test_recipients_belong_to_kinds_that_name_recipients() -> None:
     with pytest.raises(ConfigError, match="does not let the model choose a recipient"):
         build_channel("hook", {"kind": "webhook", "url": "http://127.0.0.1/", "recipients": ["x"]})

@@ -168,8 +168,10 @@ def recipient_refusal(
     for key, recipient in _named_recipients(meta, channel.recipient_keys):
         if (key, recipient.casefold()) in wanted or (None, recipient.casefold()) in wanted:
             continue
+        shown_recipient = recipient if len(recipient) <= 200 else recipient[:199] + "…"
         refused = (
-            f"recipient refused: {key} {recipient} is not an allowed recipient of [{channel.name}]"
+            f"recipient refused: {key} {shown_recipient} is not an allowed recipient of "
+            f"[{channel.name}]"
         )
         if allowed:
             shown = ", ".join(allowed[:10]) + (", …" if len(allowed) > 10 else "")
