@@ -1,15 +1,21 @@
-"""Real local peers for the channel tests: a loopback HTTP receiver and a recording channel."""
+"""Real local peers for the channel tests: a loopback HTTP receiver, aiosmtpd on loopback and a
+recording channel."""
 
 from __future__ import annotations
 
+import email
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 
 from kernos.output import Channel, ChannelError, OutputContext, OutputItem
 
@@ -19,6 +25,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    method: str = "POST"
 
 
 Responder = Callable[[Received], tuple[int, Any]]
@@ -30,7 +37,8 @@ def _ok(request: Received) -> tuple[int, Any]:
 
 @dataclass
 class Receiver:
-    """A loopback HTTP server that records each POST and answers through ``respond``."""
+    """A loopback HTTP server that records each POST (and GET: a fetch) and answers through
+    ``respond``."""
 
     respond: Responder = _ok
     received: list[Received] = field(default_factory=list)
@@ -58,6 +66,15 @@ class Receiver:
                 request = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 receiver.received.append(request)
                 status, answer = receiver.respond(request)
+                self._answer(status, answer)
+
+            def do_GET(self) -> None:
+                request = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, None)
+                request.method = "GET"
+                receiver.received.append(request)
+                self._answer(*receiver.respond(request))
+
+            def _answer(self, status: int, answer: Any) -> None:
                 data = (answer if isinstance(answer, str) else json.dumps(answer)).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -110,3 +127,46 @@ class Recorder:
 @pytest.fixture
 def recorder() -> Recorder:
     return Recorder()
+
+
+@pytest.fixture
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.envelopes: list[Envelope] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Envelope) -> str:
+        self.envelopes.append(envelope)
+        return "250 OK"
+
+    def messages(self) -> list[Message]:
+        return [email.message_from_bytes(e.content) for e in self.envelopes]  # type: ignore[arg-type]
+
+
+def authenticate(
+    server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
+) -> AuthResult:
+    ok = isinstance(auth_data, LoginPassword) and auth_data.password == b"mail-pass-123"
+    return AuthResult(success=ok, handled=False)
+
+
+@pytest.fixture
+def smtp(unused_port: int) -> Iterator[tuple[Inbox, int]]:
+    inbox = Inbox()
+    controller = Controller(
+        inbox,
+        hostname="127.0.0.1",
+        port=unused_port,
+        authenticator=authenticate,
+        auth_require_tls=False,
+    )
+    controller.start()
+    try:
+        yield inbox, unused_port
+    finally:
+        controller.stop()

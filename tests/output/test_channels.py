@@ -6,24 +6,29 @@ loopback HTTP server (webhook, OneBot, Apprise json://) and aiosmtpd on loopback
 from __future__ import annotations
 
 import base64
-import email
 import json
-import socket
-from collections.abc import Iterator
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword
 
 from kernos.output import Channel, InboundMessage, OutputKernel, build_channel
-from tests.output.conftest import Received, Receiver
+from kernos.runtime import WorkspacePolicy
+from tests.output.conftest import Inbox, Received, Receiver
 
 
-def kernel(name: str, table: dict[str, Any], base_dir: Path | None = None) -> OutputKernel:
-    return OutputKernel([build_channel(name, table, base_dir=base_dir)])
+def kernel(
+    name: str,
+    table: dict[str, Any],
+    base_dir: Path | None = None,
+    workspace: WorkspacePolicy | None = None,
+) -> OutputKernel:
+    return OutputKernel([build_channel(name, table, base_dir=base_dir, workspace=workspace)])
+
+
+def workspace(root: Path) -> WorkspacePolicy:
+    """The files a test sends live in ``root``; its state directory is refused."""
+    return WorkspacePolicy((root,), (root / ".kernos",))
 
 
 # -- file -------------------------------------------------------------------------------------
@@ -135,9 +140,10 @@ async def test_webhook_down_is_a_clear_failure(unused_port: int) -> None:
 # -- onebot -----------------------------------------------------------------------------------
 
 
-def onebot(receiver: Receiver, **extra: Any) -> OutputKernel:
+def onebot(receiver: Receiver, root: Path | None = None, **extra: Any) -> OutputKernel:
     table = {"kind": "onebot", "base_url": receiver.url, "access_token": "qq-token-abcdef", **extra}
-    return OutputKernel([build_channel("qq", table)])
+    policy = workspace(root) if root is not None else None
+    return OutputKernel([build_channel("qq", table, workspace=policy)])
 
 
 async def test_onebot_sends_every_type_through_the_right_action(
@@ -147,7 +153,9 @@ async def test_onebot_sends_every_type_through_the_right_action(
     picture.write_bytes(b"\x89PNG")
     report = tmp_path / "report.pdf"
     report.write_bytes(b"%PDF")
-    receipt = await onebot(receiver).send(
+    receipt = await onebot(
+        receiver, tmp_path, recipients=["group_id=123"], allow_url_attachments=True
+    ).send(
         "qq",
         ["hello", str(picture), "https://example.org/v.amr", "178", str(picture), str(report)],
         ["text", "image", "voice", "sticker", "sticker", "file"],
@@ -170,7 +178,7 @@ async def test_onebot_sends_every_type_through_the_right_action(
 
 async def test_onebot_private_chat_and_backfill(receiver: Receiver) -> None:
     inbound = InboundMessage("qq", "10001", "private")
-    receipt = await onebot(receiver).send(
+    receipt = await onebot(receiver, recipients=[5]).send(
         "qq", ["hi", "again"], meta=[None, '{"user_id": 5}'], inbound=inbound
     )
     assert receipt.all_sent
@@ -189,7 +197,7 @@ async def test_onebot_failures_name_the_reason_and_hide_the_token(receiver: Rece
         return 200, {"status": "async", "retcode": 1}
 
     receiver.respond = respond
-    receipt = await onebot(receiver).send(
+    receipt = await onebot(receiver, recipients=["*"]).send(
         "qq",
         ["a", "b", "c", "d", "e"],
         ["text", "text", "text", "gif", "text"],
@@ -222,7 +230,11 @@ async def test_apprise_posts_through_a_json_url(receiver: Receiver, tmp_path: Pa
     picture = tmp_path / "cat.png"
     picture.write_bytes(b"\x89PNG-bytes")
     host = receiver.url.removeprefix("http://")
-    out = kernel("notify", {"kind": "apprise", "urls": [f"json://{host}/notify"]})
+    out = kernel(
+        "notify",
+        {"kind": "apprise", "urls": [f"json://{host}/notify"]},
+        workspace=workspace(tmp_path),
+    )
     receipt = await out.send(
         "notify", ["**build** done", str(picture)], ["markdown", "image"], {"title": "CI"}
     )
@@ -247,49 +259,6 @@ async def test_apprise_failure_names_no_url_secret(receiver: Receiver) -> None:
 # -- email ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Inbox:
-    def __init__(self) -> None:
-        self.envelopes: list[Envelope] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Envelope) -> str:
-        self.envelopes.append(envelope)
-        return "250 OK"
-
-    def messages(self) -> list[Message]:
-        return [email.message_from_bytes(e.content) for e in self.envelopes]  # type: ignore[arg-type]
-
-
-def authenticate(
-    server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
-) -> AuthResult:
-    ok = isinstance(auth_data, LoginPassword) and auth_data.password == b"mail-pass-123"
-    return AuthResult(success=ok, handled=False)
-
-
-@pytest.fixture
-def smtp(unused_port: int) -> Iterator[tuple[Inbox, int]]:
-    inbox = Inbox()
-    controller = Controller(
-        inbox,
-        hostname="127.0.0.1",
-        port=unused_port,
-        authenticator=authenticate,
-        auth_require_tls=False,
-    )
-    controller.start()
-    try:
-        yield inbox, unused_port
-    finally:
-        controller.stop()
-
-
 def mail_table(port: int, **extra: Any) -> dict[str, Any]:
     return {
         "kind": "email",
@@ -307,7 +276,8 @@ async def test_email_sends_text_and_attachments(smtp: tuple[Inbox, int], tmp_pat
     inbox, port = smtp
     report = tmp_path / "report.pdf"
     report.write_bytes(b"%PDF-1.7 bytes")
-    out = kernel("mail", mail_table(port))
+    table = mail_table(port, recipients=["ana@example.org", "bo@example.org"])
+    out = kernel("mail", table, workspace=workspace(tmp_path))
     receipt = await out.send(
         "mail",
         ["The build passed.", str(report)],
@@ -330,7 +300,8 @@ async def test_email_failures_are_clear_and_keep_the_password_out(
     smtp: tuple[Inbox, int], tmp_path: Path
 ) -> None:
     inbox, port = smtp
-    wrong = kernel("mail", mail_table(port, password="wrong-pass-999", to=[]))
+    table = mail_table(port, password="wrong-pass-999", to=[], recipients=["a@example.org"])
+    wrong = kernel("mail", table, workspace=workspace(tmp_path))
     receipt = await wrong.send(
         "mail",
         ["hi", "hi", "missing.png"],
@@ -341,7 +312,7 @@ async def test_email_failures_are_clear_and_keep_the_password_out(
     assert receipt.text.splitlines()[1:4] == [
         "[1] text failed: the SMTP server refused the login (535); check username and password",
         '[2] text failed: no recipient: name `to` in meta, e.g. {"to": "ana@example.org", "subject": "Build done"}',
-        "[3] image failed: file not found: missing.png; send the path of an existing file",
+        "[3] image failed: attachment refused: missing.png does not exist; send the path of an existing file in the workspace",
     ]
     assert inbox.envelopes == []
 

@@ -342,7 +342,7 @@ async def test_backfill_runs_for_every_item_after_before_hooks(recorder: Recorde
         return None
 
     kernel = OutputKernel(
-        [recorder.channel("qq", recipient_keys=("user_id", "group_id"))],
+        [recorder.channel("qq", recipient_keys=("user_id", "group_id"), recipients=("*",))],
         hooks=[OutputHook("h", before_output=before)],
     )
     await kernel.send("qq", ["a", "b"], None, [None, '{"group_id":9}'], inbound=PRIVATE)
@@ -350,7 +350,8 @@ async def test_backfill_runs_for_every_item_after_before_hooks(recorder: Recorde
 
 
 def test_channel_names_are_validated() -> None:
-    for bad in ["", "has space", "a/b", "x" * 65, "名字"]:
-        with pytest.raises(ValueError, match="not valid"):
+    for bad in ["", "has space", "a/b", "x" * 47, "x" * 65, "名字"]:
+        with pytest.raises(ValueError, match="not valid: use 1-46 letters"):
             Channel(bad, Recorder())
     assert Channel("ok_name-1", Recorder()).name == "ok_name-1"
+    assert Channel("x" * 46, Recorder()).name == "x" * 46

@@ -6,6 +6,7 @@ the receipt names each failed item and the channel's reason. See spec/output.md.
 """
 
 from kernos.output._channel import (
+    SEND_PREFIX,
     Channel,
     ChannelConfig,
     ChannelError,
@@ -37,7 +38,7 @@ from kernos.output._registry import (
     channel_kinds,
     load_hooks,
 )
-from kernos.output._tools import LIST_TOOL, SEND_PREFIX, channel_line, output_tools, send_schema
+from kernos.output._tools import LIST_TOOL, channel_line, output_tools, send_schema
 
 __all__ = [
     "CHANNEL_GROUP",

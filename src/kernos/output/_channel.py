@@ -20,10 +20,31 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernos.output._parse import OutputItem
-from kernos.runtime import ConfigError
+from kernos.runtime import ConfigError, WorkspacePolicy
 
-#: What a channel name must look like: it becomes part of a tool name.
-CHANNEL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: The send tool of channel NAME is ``output_send__NAME``; its help tool ``output_send__NAME_help``.
+SEND_PREFIX = "output_send__"
+
+#: The longest channel name whose tools fit a provider's 64-character tool-name limit: 46.
+MAX_CHANNEL_NAME = 64 - len(SEND_PREFIX) - len("_help")
+
+#: What a channel name must look like — the one rule, used by :class:`Channel` and the registry.
+CHANNEL_NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_CHANNEL_NAME}}}$")
+
+
+#: What to do about a bad channel name.
+CHANNEL_NAME_FIX = (
+    f"use 1-{MAX_CHANNEL_NAME} letters, digits, '_' or '-' (it becomes part of the tool name "
+    f"{SEND_PREFIX}NAME_help, which must fit in 64 characters)"
+)
+
+
+def channel_name_problem(name: object) -> str | None:
+    """``None`` for a valid channel name, else what is wrong (:data:`CHANNEL_NAME_FIX` says what
+    to do)."""
+    if isinstance(name, str) and CHANNEL_NAME.match(name):
+        return None
+    return f"channel name {name!r} is not valid"
 
 
 class ChannelError(Exception):
@@ -92,7 +113,8 @@ class Channel:
     """A named destination and its async handler ``send(item, ctx)``.
 
     Args:
-        name: ``^[A-Za-z0-9_-]{1,64}$``; it becomes part of the tool name ``output_send__<name>``.
+        name: ``^[A-Za-z0-9_-]{1,46}$``; it becomes part of the tool names
+            ``output_send__<name>`` and ``output_send__<name>_help``.
         send: the handler: returns ``None`` (sent), a :class:`Delivery` (queued/unconfirmed), or
             raises :class:`ChannelError` (failed). It decides which types it sends.
         description: what the channel is for (shown to the model).
@@ -100,6 +122,11 @@ class Channel:
         meta_help: what ``meta`` looks like, for the help text.
         kind: the plugin kind that built it (``file``, ``webhook``, …).
         recipient_keys: the meta keys that name a recipient; safe backfill fills the first one.
+            The kernel admits a recipient named there only if it is on the allow-list.
+        recipients: recipients the model may name besides the defaults (``recipients = [...]``
+            in the channel's table; an entry ``KEY=VALUE`` matches that key only); ``"*"``
+            admits anyone. Always allowed: ``default_recipients`` and the safe backfill's sender.
+        default_recipients: who the channel sends to when meta names no one (email ``to``).
         secrets: strings never to show in a receipt, error or log (tokens, passwords, URLs).
 
     Raises:
@@ -113,14 +140,14 @@ class Channel:
     meta_help: str = ""
     kind: str = ""
     recipient_keys: tuple[str, ...] = ()
+    recipients: tuple[str, ...] | None = None
+    default_recipients: tuple[str, ...] = ()
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not CHANNEL_NAME.match(self.name):
-            raise ValueError(
-                f"channel name {self.name!r} is not valid: use 1-64 letters, digits, '_' or '-' "
-                "(it becomes part of a tool name)"
-            )
+        problem = channel_name_problem(self.name)
+        if problem is not None:
+            raise ValueError(f"{problem}: {CHANNEL_NAME_FIX}")
 
     def summary(self) -> str:
         """The description, then the types and the meta format when known."""
@@ -139,7 +166,9 @@ class ChannelConfig:
     channel and the key.
 
     A factory is ``def my_kind_channel(config: ChannelConfig) -> Channel`` registered in the
-    entry-point group ``kernos.channels`` under the kind's name.
+    entry-point group ``kernos.channels`` under the kind's name. A payload that names a file goes
+    through ``workspace`` (``config.workspace.read_attachment(item.payload)``), never straight to
+    the file system; a refusal raised there fails the item with the policy's sentence.
     """
 
     name: str
@@ -147,6 +176,7 @@ class ChannelConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
     base_dir: Path = field(default_factory=Path.cwd)
     file: Path | None = None
+    workspace: WorkspacePolicy = field(default_factory=WorkspacePolicy.default)
 
     def error(self, key: str, problem: str, fix: str) -> ConfigError:
         where = f"channels.{self.name}.{key}" if key else f"channels.{self.name}"

@@ -1,9 +1,9 @@
 """The output kernel: the gate once per call, then :meth:`OutputKernel.send_one` for every item.
 
 ``send_one`` is its own function and runs the whole sequence — ``before_output`` hooks, safe
-backfill, the handler, ``after_output`` hooks — for each item; a batch is a loop over it, never a
-copy of its stages, so no stage can be skipped for item 2..N. A failed item never stops the items
-after it.
+backfill, the recipient allow-list, the handler, ``after_output`` hooks — for each item; a batch
+is a loop over it, never a copy of its stages, so no stage can be skipped for item 2..N. A failed
+item never stops the items after it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from kernos.output._parse import (
     parse_output_items,
 )
 from kernos.output._receipt import ItemOutcome, OutputReceipt, render_receipt
-from kernos.runtime import register_secrets, scrub_text
+from kernos.runtime import WorkspaceRefused, register_secrets, scrub_text
 
 if TYPE_CHECKING:
     from kernos.runtime import Config
@@ -84,13 +84,8 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return scrub_text(text, secrets)
 
 
-def backfill_meta(meta: str | None, inbound: InboundMessage | None, channel: Channel) -> str | None:
-    """Safe backfill: fill the recipient from a private chat's inbound message, conservatively.
-
-    Never overwrites a recipient that is there; leaves invalid JSON (or a non-object) unchanged for
-    the handler to report; fills nothing for a group chat, another channel, or a channel that names
-    no recipient keys.
-    """
+def backfill_sender(inbound: InboundMessage | None, channel: Channel) -> str | None:
+    """The one recipient safe backfill may use: the sender of a private chat on this channel."""
     if (
         inbound is None
         or not channel.recipient_keys
@@ -98,10 +93,23 @@ def backfill_meta(meta: str | None, inbound: InboundMessage | None, channel: Cha
         or inbound.chat_type != "private"
         or not inbound.sender
     ):
+        return None
+    return inbound.sender
+
+
+def backfill_meta(meta: str | None, inbound: InboundMessage | None, channel: Channel) -> str | None:
+    """Safe backfill: fill the recipient from a private chat's inbound message, conservatively.
+
+    Never overwrites a recipient that is there; leaves invalid JSON (or a non-object) unchanged for
+    the handler to report; fills nothing for a group chat, another channel, or a channel that names
+    no recipient keys.
+    """
+    sender = backfill_sender(inbound, channel)
+    if sender is None:
         return meta
     key = channel.recipient_keys[0]
     if meta is None or not meta.strip():
-        return json.dumps({key: inbound.sender}, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps({key: sender}, ensure_ascii=False, separators=(",", ":"))
     try:
         parsed = json.loads(meta)
     except ValueError:
@@ -110,8 +118,77 @@ def backfill_meta(meta: str | None, inbound: InboundMessage | None, channel: Cha
         parsed.get(k) not in (None, "") for k in channel.recipient_keys
     ):
         return meta
-    parsed[key] = inbound.sender
+    parsed[key] = sender
     return json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
+
+
+def _named_recipients(meta: str | None, keys: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Every ``(key, recipient)`` the item's meta names; unreadable meta names none (the handler
+    reports it)."""
+    if meta is None or not meta.strip():
+        return []
+    try:
+        parsed = json.loads(meta)
+    except ValueError:
+        return []
+    if not isinstance(parsed, dict):
+        return []
+    named: list[tuple[str, str]] = []
+    for key in keys:
+        value = parsed.get(key)
+        if value in (None, "", []):
+            continue
+        for one in value if isinstance(value, list) else [value]:
+            text = one if isinstance(one, str) else json.dumps(one, ensure_ascii=False)
+            named.append((key, text.strip()))
+    return named
+
+
+def recipient_refusal(
+    meta: str | None, channel: Channel, inbound: InboundMessage | None = None
+) -> str | None:
+    """The recipient allow-list, for every channel whose meta can choose a recipient: ``None``
+    when every recipient the meta names is allowed, else the sentence the item fails with.
+
+    Allowed: the channel's ``recipients`` (``"*"`` among them: anyone), its default recipients and
+    the safe backfill's sender. An entry ``KEY=VALUE`` matches that meta key only; recipients
+    compare case-insensitively. Meta that names no one passes: the channel's default applies.
+    """
+    if not channel.recipient_keys:
+        return None
+    sender = backfill_sender(inbound, channel)
+    allowed = (
+        *(channel.recipients or ()),
+        *channel.default_recipients,
+        *([sender] if sender else []),
+    )
+    allowed = tuple(dict.fromkeys(a for a in allowed if a))
+    if "*" in allowed:
+        return None
+    wanted = {_split_entry(entry, channel.recipient_keys) for entry in allowed}
+    for key, recipient in _named_recipients(meta, channel.recipient_keys):
+        if (key, recipient.casefold()) in wanted or (None, recipient.casefold()) in wanted:
+            continue
+        shown_recipient = recipient if len(recipient) <= 200 else recipient[:199] + "…"
+        refused = (
+            f"recipient refused: {key} {shown_recipient} is not an allowed recipient of "
+            f"[{channel.name}]"
+        )
+        if allowed:
+            shown = ", ".join(allowed[:10]) + (", …" if len(allowed) > 10 else "")
+            return f"{refused}; send to one of: {shown}"
+        return (
+            f"{refused}, which may only answer the private chat a message came from and has none "
+            "here; do not retry"
+        )
+    return None
+
+
+def _split_entry(entry: str, keys: tuple[str, ...]) -> tuple[str | None, str]:
+    key, sep, value = entry.partition("=")
+    if sep and key.strip() in keys:
+        return key.strip(), value.strip().casefold()
+    return None, entry.strip().casefold()
 
 
 class OutputKernel:
@@ -252,9 +329,13 @@ class OutputKernel:
         if outcome is None:
             if ctx.inbound is not None:
                 item = _with_meta(item, backfill_meta(item.meta, ctx.inbound, channel))
+            refusal = recipient_refusal(item.meta, channel, ctx.inbound)
+            if refusal is not None:
+                outcome = _failed(channel, item, ctx, refusal)
+        if outcome is None:
             try:
                 result = await channel.send(item, ctx)
-            except ChannelError as exc:
+            except (ChannelError, WorkspaceRefused) as exc:
                 outcome = _failed(channel, item, ctx, str(exc) or "the channel reported a failure")
             except Exception as exc:  # a plugin bug: the item fails, the batch goes on
                 outcome = _failed(channel, item, ctx, f"{type(exc).__name__}: {exc}")

@@ -4,21 +4,22 @@ hooks from ``kernos.output_hooks``; channels built from ``[channels.NAME]`` tabl
 from __future__ import annotations
 
 import dataclasses
-import re
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
-from kernos.output._channel import Channel, ChannelConfig, ChannelFactory
+from kernos.output._channel import (
+    CHANNEL_NAME_FIX,
+    Channel,
+    ChannelConfig,
+    ChannelFactory,
+    channel_name_problem,
+)
 from kernos.output._kernel import OutputHook
-from kernos.runtime import Config, register_secrets
+from kernos.runtime import Config, WorkspacePolicy, register_secrets
 
 CHANNEL_GROUP = "kernos.channels"
 HOOK_GROUP = "kernos.output_hooks"
-
-#: ``output_send__<name>_help`` must stay within a provider's 64-character tool-name limit.
-MAX_TOOL_CHANNEL_NAME = 64 - len("output_send__") - len("_help")
-_CONFIG_NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_TOOL_CHANNEL_NAME}}}$")
 
 
 def _entry_points(group: str) -> dict[str, EntryPoint]:
@@ -31,26 +32,35 @@ def channel_kinds() -> list[str]:
 
 
 def build_channel(
-    name: str, table: dict[str, Any], *, base_dir: Path | None = None, file: Path | None = None
+    name: str,
+    table: dict[str, Any],
+    *,
+    base_dir: Path | None = None,
+    file: Path | None = None,
+    workspace: WorkspacePolicy | None = None,
 ) -> Channel:
     """One channel from its ``[channels.NAME]`` table.
 
+    ``recipients`` is taken out here for every kind whose channel names ``recipient_keys``.
+
+    Args:
+        workspace: the policy model-supplied paths go through (default: the working directory's).
+
     Raises:
-        ConfigError: a bad name, a missing or unknown ``kind``, or a key the kind does not accept.
+        ConfigError: a bad name, a missing or unknown ``kind``, a key the kind does not accept,
+            or ``recipients`` on a kind that names no recipient.
     """
-    setup = ChannelConfig(name, "", {}, base_dir or Path.cwd(), file)
-    if not _CONFIG_NAME.match(name):
-        raise setup.error(
-            "",
-            f"channel name {name!r} is not valid",
-            f"use 1-{MAX_TOOL_CHANNEL_NAME} letters, digits, '_' or '-' (it becomes part of the "
-            "tool name output_send__NAME_help)",
-        )
+    where = base_dir or Path.cwd()
+    setup = ChannelConfig(name, "", {}, where, file, workspace or WorkspacePolicy.default(where))
+    problem = channel_name_problem(name)
+    if problem is not None:
+        raise setup.error("", problem, CHANNEL_NAME_FIX)
     if not isinstance(table, dict):
         raise setup.error("", "must be a table", f"write [channels.{name}] with kind = ...")
     options = dict(table)
     kind = options.pop("kind", None)
     description = options.pop("description", None)
+    recipients = _recipients(setup, options.pop("recipients", None))
     kinds = _entry_points(CHANNEL_GROUP)
     known = ", ".join(sorted(kinds)) or "(none installed)"
     if not isinstance(kind, str) or not kind.strip():
@@ -67,24 +77,51 @@ def build_channel(
     if not isinstance(channel, Channel):
         raise setup.error("kind", f"the {kind!r} plugin did not return a Channel", "fix the plugin")
     register_secrets(*channel.secrets)  # logs, rows and reports drop them too, not only receipts
+    if recipients is not None and not channel.recipient_keys:
+        raise setup.error(
+            "recipients",
+            f"channel kind {kind!r} does not let the model choose a recipient",
+            "remove recipients",
+        )
     return dataclasses.replace(
         channel,
         name=name,
         kind=kind,
         description=description.strip() if description else channel.description,
+        recipients=channel.recipients if recipients is None else recipients,
     )
+
+
+def _recipients(setup: ChannelConfig, value: Any) -> tuple[str, ...] | None:
+    """``recipients = ["ana@example.org", 123456, "group_id=42"]`` or ``["*"]``; absent: None."""
+    if value is None:
+        return None
+    values = value if isinstance(value, list) else [value]
+    ok = all(
+        (isinstance(v, str) and v.strip()) or (isinstance(v, int) and not isinstance(v, bool))
+        for v in values
+    )
+    if not ok:
+        raise setup.error(
+            "recipients",
+            "must be a list of addresses or ids",
+            'write recipients = ["ana@example.org"], or ["*"] for anyone',
+        )
+    return tuple(str(v).strip() for v in values)
 
 
 def build_channels(config: Config) -> dict[str, Channel]:
     """Every configured channel, in configuration order.
 
     Raises:
-        ConfigError: see :func:`build_channel`; the error names the config file.
+        ConfigError: see :func:`build_channel`, or a bad ``[workspace]`` table; the error names
+            the config file.
     """
-    file = config.path
-    base_dir = file.parent if file is not None else Path.cwd()
+    workspace = WorkspacePolicy.from_config(config)
     return {
-        name: build_channel(name, table, base_dir=base_dir, file=file)
+        name: build_channel(
+            name, table, base_dir=config.base_dir, file=config.path, workspace=workspace
+        )
         for name, table in config.channels.items()
     }
 

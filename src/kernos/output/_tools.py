@@ -8,11 +8,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec
-from kernos.output._channel import Channel, InboundMessage
+from kernos.output._channel import SEND_PREFIX, Channel, InboundMessage
 from kernos.output._kernel import OutputKernel
 from kernos.output._texts import param_descriptions, text
 
-SEND_PREFIX = "output_send__"
 LIST_TOOL = "output_list_channels"
 
 

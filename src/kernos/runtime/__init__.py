@@ -1,4 +1,4 @@
-"""Models, sessions, config, cassettes and the store."""
+"""Models, sessions, config, the workspace policy, cassettes and the store."""
 
 from kernos.runtime._cassette import (
     CassetteError,
@@ -17,6 +17,7 @@ from kernos.runtime._config import (
     NoModelError,
     OutputConfig,
     TasksConfig,
+    WorkspaceConfig,
     kernos_home,
     load_config,
     parse_agent_file,
@@ -38,6 +39,7 @@ from kernos.runtime._secrets import (
 )
 from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
 from kernos.runtime._store import Migration, Store, redact
+from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused
 
 __all__ = [
     "NO_MODEL_MESSAGE",
@@ -59,6 +61,9 @@ __all__ = [
     "Store",
     "TasksConfig",
     "Watcher",
+    "WorkspaceConfig",
+    "WorkspacePolicy",
+    "WorkspaceRefused",
     "forget_secrets",
     "install_log_scrubber",
     "kernos_home",

@@ -90,6 +90,14 @@ class OutputConfig(_Strict):
     max_items: int = Field(default=20, ge=1)
 
 
+class WorkspaceConfig(_Strict):
+    """``[workspace]``: where model-supplied paths may lead (see :class:`WorkspacePolicy`)."""
+
+    roots: list[str] = Field(default_factory=lambda: ["."], min_length=1)
+    allow_hidden: bool = False
+    max_attachment_bytes: int = Field(default=25 * 1024 * 1024, ge=0)
+
+
 class Config(_Strict):
     """The whole ``kernos.toml``."""
 
@@ -101,7 +109,10 @@ class Config(_Strict):
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     path: Path | None = Field(default=None, exclude=True)
+    #: what relative paths in the config are read against: the config file's directory
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
     home: Path = Field(default=Path(".kernos"), exclude=True)
 
     def agent(self, name: str) -> AgentConfig:
@@ -249,6 +260,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         _raise_validation(file, "", exc)
         raise  # pragma: no cover
     config.path = file if file.exists() else None
+    config.base_dir = file.parent.absolute()
     config.home = kernos_home(cwd)
     agents_dir = config.home / "agents"
     if agents_dir.is_dir():

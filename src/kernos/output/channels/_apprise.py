@@ -1,11 +1,16 @@
 """``apprise``: any Apprise URLs (~150 services). text/markdown/html are the body; image/file
-payloads (a path or URL) go as attachments. The URLs carry tokens, so they are secrets."""
+payloads go as attachments: a path is read through the workspace policy and handed to Apprise as
+bytes (Apprise never opens a path the model named); an ``http(s)://`` URL only with
+``allow_url_attachments = true`` (Apprise then fetches it). The URLs carry tokens, so they are
+secrets."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import mimetypes
 import warnings
+from pathlib import Path
 from typing import Any
 
 import apprise
@@ -15,11 +20,12 @@ with warnings.catch_warnings():
     # stdlib's deprecated ``imghdr`` (a DeprecationWarning on 3.11/3.12). Load it once, quietly.
     warnings.simplefilter("ignore", DeprecationWarning)
     import apprise.utils.pgp
+from apprise.attachment.memory import AttachMemory
 
 from kernos.output._channel import Channel, ChannelConfig, ChannelError, OutputContext
 from kernos.output._parse import OutputItem
 from kernos.output._texts import channel_text
-from kernos.output.channels._common import local_file, meta_object, unsupported
+from kernos.output.channels._common import meta_object, unsupported
 from kernos.runtime import url_secrets
 
 TYPES = ("text", "markdown", "html", "image", "file")
@@ -28,8 +34,10 @@ _EXAMPLE = '{"title": "Nightly build"}'
 
 
 def apprise_channel(config: ChannelConfig) -> Channel:
-    config.check_keys(("urls",), required=("urls",))
+    config.check_keys(("urls", "allow_url_attachments"), required=("urls",))
     urls = config.texts("urls")
+    allow_urls = config.flag("allow_url_attachments", False)
+    workspace = config.workspace
     if not urls:
         raise config.error("urls", "is empty", 'write urls = ["json://host/path", ...]')
     for number, url in enumerate(urls, 1):
@@ -57,7 +65,15 @@ def apprise_channel(config: ChannelConfig) -> Channel:
             kwargs.update(body=item.payload, body_format=_FORMATS[item.type])
         else:
             where = item.payload.strip()
-            attachment = where if "://" in where else str(local_file(where))
+            source = workspace.attachment_source(where, allow_urls=allow_urls)
+            if isinstance(source, Path):
+                path, data = workspace.read_attachment(source)
+                mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                attachment: Any = AttachMemory(  # type: ignore[no-untyped-call]
+                    content=data, name=path.name, mimetype=mime
+                )
+            else:
+                attachment = source  # an opted-in URL: Apprise fetches it
             kwargs.update(body=str(meta.get("body") or title or where.rsplit("/", 1)[-1]))
             kwargs["attach"] = apprise.AppriseAttachment(attachment)
         ok, lines = await asyncio.to_thread(notify, **kwargs)

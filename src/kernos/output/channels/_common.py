@@ -1,13 +1,13 @@
 """What the built-in kinds share: the unsupported-type error, reading meta, posting JSON.
 
-Third-party exceptions (httpx) are translated into :class:`ChannelError` here, in one place.
+Third-party exceptions (httpx) are translated into :class:`ChannelError` here, in one place. Files
+and URLs a model names are not opened here: every kind asks its ``ChannelConfig.workspace``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,18 +39,6 @@ def meta_object(item: OutputItem, example: str) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise ChannelError(f"meta must be a JSON object like {example}")
     return parsed
-
-
-def local_file(payload: str) -> Path:
-    """A payload that names a local file (image, file, voice types).
-
-    Raises:
-        ChannelError: no such file.
-    """
-    path = Path(payload.strip()).expanduser()
-    if not path.is_file():
-        raise ChannelError(f"file not found: {payload.strip()}; send the path of an existing file")
-    return path.resolve()
 
 
 async def post_json(

@@ -1,5 +1,6 @@
 """``email``: one SMTP message per item; ``file``/``image`` payloads are paths sent as
-attachments; ``meta`` may name ``to`` and ``subject``."""
+attachments, read through the workspace policy; ``meta`` may name ``to`` (on the channel's
+recipient allow-list) and ``subject``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import aiosmtplib
 from kernos.output._channel import Channel, ChannelConfig, ChannelError, OutputContext
 from kernos.output._parse import OutputItem
 from kernos.output._texts import channel_text
-from kernos.output.channels._common import local_file, meta_object, unsupported
+from kernos.output.channels._common import meta_object, unsupported
 
 TYPES = ("text", "markdown", "html", "image", "file")
 _EXAMPLE = '{"to": "ana@example.org", "subject": "Build done"}'
@@ -36,6 +37,7 @@ def email_channel(config: ChannelConfig) -> Channel:
     starttls = config.flag("starttls", False)
     sender = config.text("from")
     default_to = config.texts("to")
+    workspace = config.workspace
 
     async def send(item: OutputItem, ctx: OutputContext) -> None:
         if item.type not in TYPES:
@@ -49,13 +51,11 @@ def email_channel(config: ChannelConfig) -> Channel:
         message["To"] = ", ".join(to)
         message["Subject"] = str(meta.get("subject") or f"Message from kernos [{ctx.channel}]")
         if item.type in ("image", "file"):
-            path = local_file(item.payload)
+            path, data = workspace.read_attachment(item.payload)
             message.set_content(f"Attached: {path.name}")
             mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
             main, _, sub = mime.partition("/")
-            message.add_attachment(
-                path.read_bytes(), maintype=main, subtype=sub, filename=path.name
-            )
+            message.add_attachment(data, maintype=main, subtype=sub, filename=path.name)
         elif item.type == "html":
             message.set_content("This message is HTML; open it in a mail reader that shows HTML.")
             message.add_alternative(item.payload, subtype="html")
@@ -93,5 +93,6 @@ def email_channel(config: ChannelConfig) -> Channel:
         meta_help,
         kind=config.kind,
         recipient_keys=("to",),
+        default_recipients=tuple(default_to),
         secrets=(password,) if password else (),
     )

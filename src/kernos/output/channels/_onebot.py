@@ -2,11 +2,15 @@
 
 ``send_group_msg`` / ``send_private_msg`` for text, image, voice and the custom ``sticker`` type
 (a QQ face id, or an image sent as a sticker); ``upload_group_file`` / ``upload_private_file`` for
-``file``. So QQ needs no separate sticker or file tools.
+``file``. So QQ needs no separate sticker or file tools. Media paths (and ``file://``) go through
+the workspace policy; ``base64://`` data passes; ``http(s)://`` URLs only with
+``allow_url_attachments = true`` (the OneBot server fetches them). ``group_id`` / ``user_id`` are
+checked against the recipient allow-list by the kernel.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kernos.output._channel import Channel, ChannelConfig, ChannelError, Delivery, OutputContext
@@ -15,36 +19,42 @@ from kernos.output._texts import channel_text
 from kernos.output.channels._common import (
     header_secrets,
     http_error,
-    local_file,
     meta_object,
     post_json,
     unsupported,
 )
-from kernos.runtime import url_secrets
+from kernos.runtime import WorkspacePolicy, url_secrets
 
 TYPES = ("text", "image", "voice", "file", "sticker")
 _EXAMPLE = '{"group_id": 123456} or {"user_id": 654321, "reply_to": 42}'
 
 
-def _media(payload: str) -> str:
-    """A URL or ``base64://`` stays; a local path becomes a ``file://`` URI."""
-    where = payload.strip()
-    if "://" in where:
-        return where
-    return local_file(where).as_uri()
+class _Media:
+    """Media payloads through the workspace policy: a checked local file becomes a ``file://``
+    URI, ``base64://`` data stays, a URL stays only when the channel allows URL attachments."""
+
+    def __init__(self, workspace: WorkspacePolicy, allow_urls: bool) -> None:
+        self.workspace = workspace
+        self.allow_urls = allow_urls
+
+    def __call__(self, payload: str) -> str:
+        source = self.workspace.attachment_source(
+            payload, allow_urls=self.allow_urls, data_schemes=("base64",)
+        )
+        return source.as_uri() if isinstance(source, Path) else source
 
 
-def _segments(item: OutputItem, reply_to: Any) -> list[dict[str, Any]]:
+def _segments(item: OutputItem, reply_to: Any, media: _Media) -> list[dict[str, Any]]:
     if item.type == "text":
         segment: dict[str, Any] = {"type": "text", "data": {"text": item.payload}}
     elif item.type == "image":
-        segment = {"type": "image", "data": {"file": _media(item.payload)}}
+        segment = {"type": "image", "data": {"file": media(item.payload)}}
     elif item.type == "voice":
-        segment = {"type": "record", "data": {"file": _media(item.payload)}}
+        segment = {"type": "record", "data": {"file": media(item.payload)}}
     elif item.payload.strip().isdigit():  # sticker: a built-in QQ face by id
         segment = {"type": "face", "data": {"id": item.payload.strip()}}
     else:  # sticker: an image shown as a sticker (sub_type 1)
-        segment = {"type": "image", "data": {"file": _media(item.payload), "sub_type": 1}}
+        segment = {"type": "image", "data": {"file": media(item.payload), "sub_type": 1}}
     reply = [{"type": "reply", "data": {"id": str(reply_to)}}] if reply_to not in (None, "") else []
     return [*reply, segment]
 
@@ -61,7 +71,7 @@ def _target(meta: dict[str, Any]) -> tuple[str, int]:
 
 
 def onebot_channel(config: ChannelConfig) -> Channel:
-    config.check_keys(("base_url", "access_token"), required=("base_url",))
+    config.check_keys(("base_url", "access_token", "allow_url_attachments"), required=("base_url",))
     base_url = config.text("base_url")
     assert base_url is not None
     if not base_url.startswith(("http://", "https://")):
@@ -70,6 +80,7 @@ def onebot_channel(config: ChannelConfig) -> Channel:
         )
     token = config.text("access_token")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    media = _Media(config.workspace, config.flag("allow_url_attachments", False))
 
     async def send(item: OutputItem, ctx: OutputContext) -> Delivery | None:
         if item.type not in TYPES:
@@ -78,12 +89,12 @@ def onebot_channel(config: ChannelConfig) -> Channel:
         key, target = _target(meta)
         scope = "group" if key == "group_id" else "private"
         if item.type == "file":
-            path = local_file(item.payload)
+            path = config.workspace.attachment(item.payload)  # the OneBot server reads it
             action = f"upload_{scope}_file"
             body: dict[str, Any] = {key: target, "file": str(path), "name": path.name}
         else:
             action = f"send_{scope}_msg"
-            body = {key: target, "message": _segments(item, meta.get("reply_to"))}
+            body = {key: target, "message": _segments(item, meta.get("reply_to"), media)}
         response = await post_json(
             f"{base_url.rstrip('/')}/{action}", body, headers=headers, timeout=30.0
         )
