@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pydantic_ai
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -25,6 +26,10 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._clean import clean_model
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
+
+# pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
+# in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
+pydantic_ai.BANNER_ENABLED = False
 
 
 @dataclass(frozen=True)
