@@ -153,3 +153,13 @@ def test_no_pydantic_ai_banner_over_the_compress_progress_bar(
     assert code == 0, screen
     assert "a.md: approved" in screen
     assert "pydantic-ai v" not in screen and "observability" not in screen
+
+
+def test_write_stdout_replaces_what_stdout_cannot_encode(tmp_path: Path) -> None:
+    # the last line of defence, for text that reached it without passing the runtime boundary
+    code = "from kernos.cli._common import write_stdout; write_stdout('a \\ud800 b \\u00e9')"
+    python = str(Path(KERNOS).with_name("python"))
+    for encoding, expected in (("utf-8", "a \ufffd b \u00e9\n"), ("ascii", "a ? b ?\n")):
+        env = {**os.environ, "PYTHONIOENCODING": encoding}
+        done = subprocess.run([python, "-c", code], env=env, capture_output=True, timeout=60)
+        assert (done.returncode, done.stdout.decode(encoding, "replace")) == (0, expected)
