@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
 from tests.cli.test_run import kernos
+from tests.conftest import KERNOS
 
 CONFIG = """
 [agents.bot]
@@ -67,3 +71,14 @@ def test_markup_in_a_payload_sent_to_the_console_is_printed_as_written(tmp_path:
     result = kernos("send", "term", "deploy [/] done", "[mail]", "--agent", "bot", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ("[term] deploy [/] done\n[term] [mail]\nsent 2 messages via [term]\n")
+
+
+def test_an_argument_that_is_not_utf_8_is_sent_with_u_fffd(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG)
+    env = {**os.environ, "KERNOS_HOME": str(tmp_path / ".kernos")}
+    done = subprocess.run(
+        [KERNOS.encode(), b"send", b"log", b"caf\xff"], cwd=tmp_path, env=env, capture_output=True
+    )
+    assert (done.returncode, done.stdout) == (0, b"ok\n"), done.stderr
+    sent = json.loads((tmp_path / "out" / "log.jsonl").read_text("utf-8"))
+    assert sent["payload"] == "caf\ufffd"

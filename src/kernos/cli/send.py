@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from kernos.boundary import clean_text
 from kernos.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -55,10 +56,12 @@ def _rejection(receipt: OutputReceipt, agent: str) -> str:
 
 
 def _one_or_many(values: list[str] | None) -> str | list[str] | None:
-    """One value is the single path (a string); several are an array."""
+    """One value is the single path (a string); several are an array. Arguments that were not
+    valid UTF-8 (Python keeps their bytes as lone surrogates) are cleaned like model text."""
     if not values:
         return None
-    return values[0] if len(values) == 1 else values
+    cleaned = [clean_text(v) for v in values]
+    return cleaned[0] if len(cleaned) == 1 else cleaned
 
 
 def register(app: typer.Typer) -> None:
