@@ -183,3 +183,18 @@ def test_truncated_tool_arguments_reach_the_model_as_the_boundarys_invalid_json_
     )
     assert "✗ invalid_json The arguments for tool `task` are not valid JSON" in result.stderr
     server.assert_all_consumed()
+
+
+def test_arguments_nested_10000_deep_are_answered_not_crashed(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    server.script(
+        tool_call("task", '{"prompt": ' + "[" * 10_000 + "]" * 10_000 + "}"),
+        text("flattened", when="more than 100 levels deep"),
+    )
+    result = kernos("run", "go", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert (result.returncode, result.stdout) == (0, "flattened\n"), result.stderr[-2000:]
+    (answered,) = server.tool_results()
+    assert "The arguments for tool `task` nest lists or objects more than 100 levels deep" in (
+        answered
+    )
