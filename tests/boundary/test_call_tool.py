@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from kernos.boundary import (
     ToolContext,
@@ -19,6 +19,7 @@ from kernos.boundary import (
     call_tool,
     identifier,
     non_blank_text,
+    schema_error_text,
     string_list,
 )
 
@@ -164,8 +165,15 @@ argument_objects = st.dictionaries(
 )
 
 
+deep_text = st.builds(
+    lambda opener, depth: opener * depth + ("]" if opener == "[" else "") * depth,
+    st.sampled_from(["[", '{"prompt":']),
+    st.integers(min_value=90, max_value=20_000),
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(raw=json_values | argument_objects | st.text(max_size=30))
+@given(raw=json_values | argument_objects | st.text(max_size=30) | deep_text)
 async def test_no_input_crashes_and_every_rejection_has_a_code(raw: Any) -> None:
     result = await call_tool(GREET, raw)
     assert isinstance(result, ToolResult)
@@ -174,3 +182,62 @@ async def test_no_input_crashes_and_every_rejection_has_a_code(raw: Any) -> None
         assert result.text
     else:
         assert calls and calls[-1].prompt.strip()
+
+
+def nested(depth: int, kind: str) -> Any:
+    """A value nested ``depth`` levels deep, built without recursion."""
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value] if kind == "array" else {"prompt": value}
+    return value
+
+
+@pytest.mark.parametrize("kind", ["array", "object"])
+async def test_arguments_nested_10000_deep_as_text_are_invalid_json(kind: str) -> None:
+    opener, closer = ("[", "]") if kind == "array" else ('{"prompt": ', "}")
+    raw = opener * 10_000 + ("1" if kind == "object" else "") + closer * 10_000
+    result = await call_tool(GREET, raw)
+    assert result.is_error and result.code == "invalid_json" and result.stage == "json"
+    assert "more than 100 levels deep" in result.text
+    assert calls == []
+
+
+@pytest.mark.parametrize("kind", ["array", "object"])
+async def test_arguments_nested_10000_deep_as_a_value_are_invalid_arguments(kind: str) -> None:
+    raw = nested(10_000, kind)
+    for spec in (GREET, ToolSpec("plain", "x", GreetParams, execute_greet)):
+        result = await call_tool(spec, raw if kind == "object" else {"prompt": "hi", "tags": raw})
+        assert result.is_error and result.code == "invalid_arguments"
+        assert "more than 100 levels deep" in result.text
+    assert calls == []
+
+
+async def test_nesting_the_parser_takes_but_the_schema_rejects_is_still_a_coded_result() -> None:
+    # under the cap, a rejected deep value is shown in the retry text without recursing out
+    result = await call_tool(GREET, {"prompt": nested(90, "array")})
+    assert result.code == "invalid_arguments"
+    assert result.text.startswith("Invalid arguments for tool `greet`:\n- `prompt`: Input should")
+
+
+def test_schema_error_text_shows_a_value_too_deep_for_json_dumps() -> None:
+    with pytest.raises(ValidationError) as caught:
+        TypeAdapter(int).validate_python(nested(10_000, "array"))
+    assert schema_error_text("t", caught.value).splitlines()[1] == (
+        "- `(arguments)`: Input should be a valid integer"
+        " (got (a value nested too deeply to show))."
+    )
+
+
+async def test_a_prepare_that_nests_past_the_validator_is_a_coded_result() -> None:
+    spec = ToolSpec(
+        "deep", "x", GreetParams, execute_greet, prepare=lambda raw: {"prompt": nested(5000, "o")}
+    )
+    result = await call_tool(spec, {})
+    assert result.is_error and result.code == "invalid_arguments"
+
+
+async def test_lone_surrogates_in_arguments_reach_the_tool_as_u_fffd() -> None:
+    result = await call_tool(GREET, '{"prompt": "done \\ud800 ok", "name": "\\udfff"}')
+    assert result == ToolResult(text="done \ufffd ok \ufffd")
+    emoji = await call_tool(GREET, '{"prompt": "\\ud83d\\ude00"}')  # a valid pair stays itself
+    assert emoji.text == "\U0001f600 world"

@@ -116,7 +116,7 @@ def test_padded_and_malformed_tool_calls_through_kernos_run(
     )
     server.script(
         tool_call("task", '{"prompt": "TASK: x", "subagent_type": '),  # malformed JSON
-        tool_call("task", S1, when="Invalid JSON"),  # GPT-style padding, raw string
+        tool_call("task", S1, when="not valid JSON"),  # GPT-style padding, raw string
         text("child found nothing odd", when="TASK: Audit the task tool boundary."),
         text("Audit complete.", when="child found nothing odd"),
     )
@@ -124,7 +124,11 @@ def test_padded_and_malformed_tool_calls_through_kernos_run(
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Audit complete.\n"
     malformed, spawned = server.tool_results()
-    assert "Invalid JSON" in malformed
+    # the model reads the boundary's coded text, not pydantic-ai's parser error
+    assert "The arguments for tool `task` are not valid JSON (Expecting value at position 39)" in (
+        malformed
+    )
+    assert "Invalid JSON" not in malformed
     assert spawned.startswith("child found nothing odd\n\n[task_id: t_")
     assert "Provide EITHER prompt OR tasks" not in "".join(server.tool_results())
     server.assert_all_consumed()
@@ -161,3 +165,36 @@ def test_prompt_from_stdin_and_empty_prompt(server: FakeOpenAIServer, tmp_path: 
     assert server.requests[0]["messages"][-1]["content"] == "summarise this\nplease"
     empty = kernos("run", "  ", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
     assert empty.returncode == 2 and "PROMPT is empty" in empty.stderr
+
+
+def test_truncated_tool_arguments_reach_the_model_as_the_boundarys_invalid_json_text(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    server.script(
+        tool_call("task", '{"prompt": '),
+        text("I will resend it.", when="not valid JSON"),
+    )
+    result = kernos("run", "go", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert (result.returncode, result.stdout) == (0, "I will resend it.\n"), result.stderr
+    (answered,) = server.tool_results()
+    assert (
+        "The arguments for tool `task` are not valid JSON (Expecting value at position 11). "
+        "Send one JSON object with the tool's fields." in answered
+    )
+    assert "✗ invalid_json The arguments for tool `task` are not valid JSON" in result.stderr
+    server.assert_all_consumed()
+
+
+def test_arguments_nested_10000_deep_are_answered_not_crashed(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    server.script(
+        tool_call("task", '{"prompt": ' + "[" * 10_000 + "]" * 10_000 + "}"),
+        text("flattened", when="more than 100 levels deep"),
+    )
+    result = kernos("run", "go", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert (result.returncode, result.stdout) == (0, "flattened\n"), result.stderr[-2000:]
+    (answered,) = server.tool_results()
+    assert "The arguments for tool `task` nest lists or objects more than 100 levels deep" in (
+        answered
+    )

@@ -26,11 +26,17 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from kernos.boundary._text import clean_value, nesting_depth
+
 P = TypeVar("P", bound=BaseModel)
 
 Stage = Literal["json", "schema", "semantic", "execute"]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+#: arguments nested deeper than this are refused before any stage walks them (Python's JSON parser
+#: and encoder recurse; a model can send 10,000 levels in 20 KB of text)
+MAX_ARGUMENT_DEPTH = 100
 
 
 class ToolError(Exception):
@@ -170,13 +176,22 @@ def _describe_location(loc: tuple[int | str, ...]) -> str:
     return "".join(parts) or "(arguments)"
 
 
+def _shown_input(value: Any) -> str:
+    """A short JSON rendering of a rejected input; never raises, however deep or odd it is."""
+    if nesting_depth(value, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
+        return "(a value nested too deeply to show)"
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return "(a value that cannot be shown as JSON)"
+
+
 def schema_error_text(tool: str, error: ValidationError) -> str:
     """The retry message for a schema failure: names the tool, each bad field and the fix."""
     lines = [f"Invalid arguments for tool `{tool}`:"]
     for issue in error.errors(include_url=False):
         where = _describe_location(tuple(issue["loc"]))
-        got = issue.get("input")
-        shown = json.dumps(got, ensure_ascii=False, default=str)
+        shown = _shown_input(issue.get("input"))
         if len(shown) > 80:
             shown = shown[:77] + "..."
         if issue["type"] == "missing":
@@ -187,6 +202,44 @@ def schema_error_text(tool: str, error: ValidationError) -> str:
             lines.append(f"- `{where}`: {issue['msg']} (got {shown}).")
     lines.append(f"Fix these fields and call `{tool}` again.")
     return "\n".join(lines)
+
+
+def decode_arguments(raw_args: Any, tool: str = "") -> Any:
+    """The arguments a provider sent, as a value the pipeline can walk.
+
+    Text is parsed as JSON (``None``, ``""`` and bytes as :func:`call_tool` says); every string is
+    cleaned of lone surrogates; nesting is bounded by :data:`MAX_ARGUMENT_DEPTH`.
+
+    Raises:
+        ToolError: ``invalid_json`` for text that does not parse or nests too deeply,
+            ``invalid_arguments`` for a value given nested too deeply; the message is what the
+            model reads.
+    """
+    named = f"tool `{tool}`" if tool else "the tool"
+    too_deep = (
+        f"The arguments for {named} nest lists or objects more than {MAX_ARGUMENT_DEPTH} levels "
+        "deep. Send one JSON object with the tool's fields."
+    )
+    if isinstance(raw_args, bytes | bytearray):
+        raw_args = raw_args.decode("utf-8", errors="replace")
+    code = "invalid_arguments"
+    if isinstance(raw_args, str):
+        code = "invalid_json"
+        if not raw_args.strip():
+            return {}
+        try:
+            raw_args = json.loads(raw_args)
+        except json.JSONDecodeError as exc:
+            raise ToolError(
+                code,
+                f"The arguments for {named} are not valid JSON ({exc.msg} at position {exc.pos}). "
+                "Send one JSON object with the tool's fields.",
+            ) from None
+        except RecursionError:
+            raise ToolError(code, too_deep) from None
+    if nesting_depth(raw_args, MAX_ARGUMENT_DEPTH) > MAX_ARGUMENT_DEPTH:
+        raise ToolError(code, too_deep)
+    return clean_value(raw_args)
 
 
 async def call_tool(
@@ -200,23 +253,11 @@ async def call_tool(
         ctx: the call context; a default one is made when omitted.
     """
     ctx = ctx or ToolContext()
-    if isinstance(raw_args, bytes | bytearray):
-        raw_args = raw_args.decode("utf-8", errors="replace")
-    if isinstance(raw_args, str):
-        if not raw_args.strip():
-            raw_args = {}
-        else:
-            try:
-                raw_args = json.loads(raw_args)
-            except json.JSONDecodeError as exc:
-                return ToolResult(
-                    text=(
-                        f"The arguments for tool `{spec.name}` are not valid JSON ({exc.msg} at "
-                        f"position {exc.pos}). Send one JSON object with the tool's fields."
-                    ),
-                    details={"code": "invalid_json", "stage": "json", "tool": spec.name},
-                    is_error=True,
-                )
+    try:
+        raw_args = decode_arguments(raw_args, spec.name)
+    except ToolError as exc:
+        stage: Stage = "json" if exc.code == "invalid_json" else "schema"
+        return ToolResult.from_error(exc, stage=stage, tool=spec.name)
     try:
         prepared = spec.prepare(raw_args)
     except Exception as exc:  # a prepare that raises is a bug; the model still gets an answer

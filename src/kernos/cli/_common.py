@@ -13,14 +13,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kernos.boundary import clean_text
 from kernos.runtime import ConfigError, Runtime, scrub_text
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-#: status and progress go to stderr; data goes to stdout
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+#: status and progress go to stderr; data goes to stdout. Markup is off: most of what is printed is
+#: model or user text (``[mail]``, ``deploy [/] done``), which must show as written and never raise
+#: ``MarkupError``; kernos styles its own fixed strings with ``rich.text.Text`` or ``markup=True``.
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 ConfigOption = Annotated[
     Path | None,
@@ -85,8 +88,17 @@ def enable_file_log(home: Path) -> Path | None:
 
 
 def write_stdout(text: str) -> None:
-    """Data on stdout, exactly as given plus one trailing newline."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Data on stdout, exactly as given plus one trailing newline.
+
+    Text is cleaned at the runtime boundary already; this is the last line of defence: a character
+    stdout cannot encode is replaced rather than crashing the command after its work is done.
+    """
+    data = clean_text(text if text.endswith("\n") else text + "\n")
+    try:
+        sys.stdout.write(data)
+    except UnicodeEncodeError:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(data.encode(encoding, errors="replace").decode(encoding))
     sys.stdout.flush()
 
 

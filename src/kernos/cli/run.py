@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from kernos._app import run_agent
 from kernos.cli._common import (
@@ -25,21 +26,22 @@ from kernos.cli._common import (
 from kernos.runtime import SessionEvent
 
 
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def activity(event: SessionEvent) -> None:
-    """Tool activity on stderr, one short line each."""
-    who = event.agent if event.agent == "main" else f"{event.agent}/{event.session_id}"
+    """Tool activity on stderr, one short line each; model text is shown as written (no markup)."""
+    who = Text(event.agent if event.agent == "main" else f"{event.agent}/{event.session_id}", "dim")
     if event.kind == "tool_call":
-        args = json.dumps(event.data.get("args"), ensure_ascii=False, default=str)
-        if len(args) > 160:
-            args = args[:157] + "..."
-        err.print(f"[dim]{who}[/] → {event.data['name']} {args}", markup=True, highlight=False)
+        args = event.data.get("args")
+        shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+        err.print(Text.assemble(who, " → ", str(event.data["name"]), " ", _clip(shown)))
     elif event.kind == "tool_result":
         result = event.data["result"]
         first = result.text.strip().splitlines()[0] if result.text.strip() else ""
-        if len(first) > 160:
-            first = first[:157] + "..."
-        mark = f"[red]✗ {result.code}[/]" if result.is_error else "[green]✓[/]"
-        err.print(f"[dim]{who}[/] {mark} {first}", markup=True, highlight=False)
+        mark = Text(f"✗ {result.code}", "red") if result.is_error else Text("✓", "green")
+        err.print(Text.assemble(who, " ", mark, " ", _clip(first)))
 
 
 def register(app: typer.Typer) -> None:

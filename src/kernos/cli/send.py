@@ -1,7 +1,8 @@
 """``kernos send`` and ``kernos channels``: the output kernel from the command line.
 
 ``kernos send`` goes through the same parse, gate, stages and receipt as a model's call; the receipt
-goes to stdout. Exit 0 when every item was sent, 1 otherwise, 2 on a rejected call.
+goes to stdout. Exit 0 when every item was sent, 1 otherwise, 2 on a rejected call, whose reason
+goes to stderr worded for a person at a shell (the model's wording points at model tools).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from kernos.boundary import clean_text
 from kernos.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -19,17 +21,47 @@ from kernos.cli._common import (
     config_errors,
     enable_file_log,
     err,
+    fail,
     write_stdout,
 )
-from kernos.output import OutputKernel, channel_line
+from kernos.output import OutputKernel, OutputReceipt, channel_line
 from kernos.runtime import load_config
 
 
+def _repeat_error(flag: str, given: list[str] | None, payloads: int) -> str | None:
+    """Why ``--type``/``--meta``, repeated this often, cannot pair with the payloads (or None)."""
+    count = len(given or ())
+    if count in (0, 1, payloads):
+        return None
+    noun = "payload" if payloads == 1 else "payloads"
+    return (
+        f"{flag} was given {count} times for {payloads} {noun}; give it once for all payloads "
+        "or once per payload"
+    )
+
+
+def _rejection(receipt: OutputReceipt, agent: str) -> str:
+    """A rejected call's reason for a person: the gate's model wording names model tools."""
+    if receipt.code == "unknown_channel":
+        return (
+            f"channel [{receipt.channel}] does not exist or is unavailable; "
+            "run `kernos channels` to list the configured channels"
+        )
+    if receipt.code == "not_authorized":
+        return (
+            f"channel [{receipt.channel}] is not authorized for agent {agent} (its "
+            "allowed_outputs in kernos.toml); send as another --agent or allow the channel there"
+        )
+    return receipt.text
+
+
 def _one_or_many(values: list[str] | None) -> str | list[str] | None:
-    """One value is the single path (a string); several are an array."""
+    """One value is the single path (a string); several are an array. Arguments that were not
+    valid UTF-8 (Python keeps their bytes as lone surrogates) are cleaned like model text."""
     if not values:
         return None
-    return values[0] if len(values) == 1 else values
+    cleaned = [clean_text(v) for v in values]
+    return cleaned[0] if len(cleaned) == 1 else cleaned
 
 
 def register(app: typer.Typer) -> None:
@@ -58,14 +90,17 @@ def register(app: typer.Typer) -> None:
             loaded.agent(agent)
             kernel = OutputKernel.from_config(loaded)
         enable_file_log(loaded.home)
+        for flag, given in (("--type", type_), ("--meta", meta)):
+            if (problem := _repeat_error(flag, given, len(payload))) is not None:
+                raise fail(problem)
         receipt = asyncio.run(
             kernel.send(
                 channel, _one_or_many(payload), _one_or_many(type_), _one_or_many(meta), agent=agent
             )
         )
-        write_stdout(receipt.text)
         if receipt.rejected:
-            raise typer.Exit(EXIT_USAGE)
+            raise fail(_rejection(receipt, agent), EXIT_USAGE)
+        write_stdout(receipt.text)
         raise typer.Exit(EXIT_OK if receipt.all_sent else EXIT_FAILED)
 
     @app.command("channels")

@@ -10,6 +10,7 @@ from pydantic_ai.models import Model
 
 from kernos.boundary import ToolSpec
 from kernos.runtime._cassette import RecordingModel
+from kernos.runtime._clean import clean_model
 from kernos.runtime._config import Config, load_config
 from kernos.runtime._models import pick_model_name, resolve_model
 from kernos.runtime._session import Session, SessionEvent
@@ -73,7 +74,7 @@ class Runtime:
     def model(self, name: str) -> Model:
         """The model called ``name``; built once per runtime."""
         if name not in self._models:
-            built = resolve_model(name, self.config)
+            built = clean_model(resolve_model(name, self.config))  # before a cassette sees it
             if self.record is not None:
                 built = RecordingModel(built, self.record, self._recorded)
             self._models[name] = built

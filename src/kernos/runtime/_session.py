@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pydantic_ai
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -21,9 +22,14 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 
-from kernos.boundary import ToolResult, ToolSpec
+from kernos.boundary import ToolResult, ToolSpec, clean_text
+from kernos.runtime._clean import clean_model
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
+
+# pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
+# in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
+pydantic_ai.BANNER_ENABLED = False
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class Session:
         self._stop_requested = False
         self._results: dict[str, ToolResult] = {}
         self._agent = Agent(
-            model,
+            clean_model(model),  # the model's text enters kernos here, and is cleaned once
             instructions=instructions or None,
             toolsets=[KernosToolset(self, self._results.__setitem__)],
             name=agent,
@@ -191,6 +197,7 @@ class Session:
                 await asyncio.gather(*waits, return_exceptions=True)
 
     async def _run_once(self, text: str) -> str:
+        text = clean_text(text)  # argv and stdin can carry lone surrogates too (surrogateescape)
         self.emit("prompt", text=text)
         before = len(self.history)
         stopped = False

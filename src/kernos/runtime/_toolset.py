@@ -1,14 +1,17 @@
 """The one adapter that carries kernos ``ToolSpec``s into pydantic-ai.
 
-pydantic-ai validates arguments before a tool runs; kernos must run ``prepare`` *before* schema
-validation (padding first). So each tool is offered with the spec's JSON schema for the model but
-a permissive dict validator for pydantic-ai, and :func:`kernos.boundary.call_tool` runs the real
-pipeline. Schema errors become ``ModelRetry`` (counted against the tool's retry budget); semantic
-errors are ordinary tool text with the code kept in the session's event log.
+pydantic-ai parses and validates arguments before a tool runs; kernos must run ``prepare`` *before*
+schema validation (padding first) and answer malformed JSON with its own coded ``invalid_json``
+text. So each tool is offered with the spec's JSON schema for the model but a validator that hands
+the provider's argument text over untouched, and :func:`kernos.boundary.call_tool` runs the real
+pipeline, JSON stage included. JSON and schema errors become ``ModelRetry`` (counted against the
+tool's retry budget); semantic errors are ordinary tool text with the code kept in the session's
+event log.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -17,15 +20,35 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
-from pydantic_core import SchemaValidator, core_schema
 
-from kernos.boundary import ToolContext, ToolResult, ToolSpec, call_tool
+from kernos.boundary import (
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+    call_tool,
+    clean_text,
+    decode_arguments,
+)
 from kernos.runtime._secrets import scrub_result
 
 if TYPE_CHECKING:
     from kernos.runtime._session import Session
 
-_ANY_DICT = SchemaValidator(core_schema.dict_schema())
+_RAW = "__kernos_raw_arguments__"
+
+
+class _RawArguments:
+    """An ``args_validator`` that parses nothing: the boundary's JSON stage does that."""
+
+    def validate_json(self, input: str | bytes | bytearray, **kwargs: Any) -> dict[str, Any]:
+        return {_RAW: input}
+
+    def validate_python(self, input: Any, **kwargs: Any) -> dict[str, Any]:
+        return {_RAW: input}
+
+
+_PASS_RAW = _RawArguments()
 
 
 class KernosToolset(AbstractToolset[Any]):
@@ -50,7 +73,7 @@ class KernosToolset(AbstractToolset[Any]):
                     parameters_json_schema=spec.schema(),
                 ),
                 max_retries=spec.max_retries,
-                args_validator=_ANY_DICT,
+                args_validator=_PASS_RAW,
             )
         return tools
 
@@ -58,10 +81,15 @@ class KernosToolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         spec: ToolSpec[Any] = self._session.tools[name]
-        self._session.emit("tool_call", name=name, args=tool_args)
+        raw = tool_args.get(_RAW) if tool_args.keys() == {_RAW} else tool_args
+        try:
+            args = shown = decode_arguments(raw, name)
+        except ToolError:  # call_tool answers it with the code; the event shows what was sent
+            args, shown = raw, raw if isinstance(raw, str) else "(arguments nested too deeply)"
+        self._session.emit("tool_call", name=name, args=shown)
         result = await call_tool(
             spec,
-            tool_args,
+            args,
             ToolContext(
                 agent=self._session.agent,
                 session_id=self._session.session_id,
@@ -69,9 +97,11 @@ class KernosToolset(AbstractToolset[Any]):
                 extras={"session": self._session},
             ),
         )
+        if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too
+            result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret
         self._on_result(ctx.tool_call_id or "", result)
         self._session.emit("tool_result", name=name, result=result)
-        if result.stage == "schema":
+        if result.stage in ("json", "schema"):
             raise ModelRetry(result.text)
         return result.text

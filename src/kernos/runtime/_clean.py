@@ -1,0 +1,79 @@
+"""Where a model's text enters kernos: every answer is cleaned of unencodable characters once.
+
+A lone UTF-16 surrogate in a model's text (valid JSON: ``"done \\ud800 ok"``) would otherwise fail
+every UTF-8 writer after it: stdout, SQLite, the log, a cassette, the next request to the provider.
+:class:`CleanTextModel` wraps a model so that text parts, thinking, tool names and tool-call
+argument text come out with U+FFFD in its place (valid text stays byte-identical). Escaped
+surrogates inside argument JSON (``"\\\\ud800"``) are decoded, and cleaned, by
+:func:`kernos.boundary.decode_arguments`, the one parser of tool arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic_ai.messages import (
+    BaseToolCallPart,
+    ModelMessage,
+    ModelResponse,
+    ModelResponsePart,
+    TextPart,
+    ThinkingPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+from kernos.boundary import clean_text, clean_value
+
+
+def clean_part(part: ModelResponsePart) -> ModelResponsePart:
+    """One response part with its model-written text cleaned; the same object when already clean."""
+    changes: dict[str, Any] = {}
+    if isinstance(part, TextPart | ThinkingPart):
+        if (content := clean_text(part.content)) is not part.content:
+            changes["content"] = content
+    elif isinstance(part, BaseToolCallPart):
+        if (name := clean_text(part.tool_name)) is not part.tool_name:
+            changes["tool_name"] = name
+        if isinstance(part.args, str):
+            if (args := clean_text(part.args)) is not part.args:
+                changes["args"] = args
+        elif isinstance(part.args, dict):
+            changes["args"] = clean_value(part.args)
+    return dataclasses.replace(part, **changes) if changes else part
+
+
+def clean_response(response: ModelResponse) -> ModelResponse:
+    """``response`` with every part cleaned (the same object when nothing needed cleaning)."""
+    parts = [clean_part(part) for part in response.parts]
+    if all(new is old for new, old in zip(parts, response.parts, strict=True)):
+        return response
+    return dataclasses.replace(response, parts=parts)
+
+
+class CleanTextModel(WrapperModel):
+    """Wraps a model so that every answer it gives is cleaned (see the module docstring).
+
+    Only :meth:`request` is cleaned: a session runs its agent step by step and never streams.
+    """
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        return clean_response(response)
+
+
+def clean_model(model: Model) -> Model:
+    """``model`` wrapped in :class:`CleanTextModel`, unless some layer of it already is one."""
+    layer: Model | None = model
+    while layer is not None:
+        if isinstance(layer, CleanTextModel):
+            return model
+        layer = layer.wrapped if isinstance(layer, WrapperModel) else None
+    return CleanTextModel(model)
