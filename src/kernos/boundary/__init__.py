@@ -13,6 +13,7 @@ from kernos.boundary._padding import (
     string_list,
     strip_padding,
 )
+from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
 from kernos.boundary._tool import (
     ToolContext,
     ToolError,
@@ -24,6 +25,7 @@ from kernos.boundary._tool import (
 
 __all__ = [
     "NULL_WORDS",
+    "SchemaExecute",
     "ToolContext",
     "ToolError",
     "ToolResult",
@@ -35,6 +37,8 @@ __all__ = [
     "is_padding_word",
     "non_blank_text",
     "schema_error_text",
+    "schema_prepare",
+    "schema_tool",
     "string_list",
     "strip_padding",
 ]
