@@ -17,6 +17,7 @@ its JSON schema:
   ``"null"``/``"none"``/``"undefined"``, string property
   whose ``enum`` or ``pattern`` rejects it                    absent
   a key ``additionalProperties: false`` forbids               dropped
+  an undeclared key whose value is blank / empty / ``null``    dropped
   ==========================================================  ====================
 
   Required properties are never stripped; nested objects and arrays of objects recurse with their
@@ -265,8 +266,10 @@ def _clean_object(value: dict[str, Any], plan: _Obj) -> dict[str, Any]:
     for key, item in value.items():
         prop = properties.get(key)
         if prop is None:
-            if plan.closed and key not in required and not _pattern_allows(plan, key):
-                continue
+            if key not in required and (
+                _is_padding(item) or (plan.closed and not _pattern_allows(plan, key))
+            ):
+                continue  # an undeclared key: padding, or one the schema forbids
             out[key] = item
         elif key in required:
             out[key] = _clean_required(item, prop)
@@ -275,6 +278,14 @@ def _clean_object(value: dict[str, Any], plan: _Obj) -> dict[str, Any]:
             if cleaned is not _ABSENT:
                 out[key] = cleaned
     return out
+
+
+def _is_padding(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return isinstance(value, list | dict) and not value
 
 
 def _pattern_allows(plan: _Obj, key: str) -> bool:
