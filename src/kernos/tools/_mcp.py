@@ -76,6 +76,7 @@ class McpToolset:
         self._specs: list[ToolSpec[Any]] | None = None
         self._failure: McpServerError | None = None
         self._stderr: IO[bytes] | None = None
+        self._http_refusal = ""
 
     # -- the Toolset contract -------------------------------------------------------------------
     async def __aenter__(self) -> McpToolset:
@@ -168,9 +169,17 @@ class McpToolset:
             errlog: Any = self._stderr
             return await stack.enter_async_context(stdio_client(params, errlog=errlog))
         assert config.url is not None
+
+        async def note_refusal(response: httpx2.Response) -> None:
+            # the SDK turns an HTTP error into a generic JSON-RPC error; keep the status for
+            # the one line a person reads when the server does not start
+            if response.status_code >= 400:
+                self._http_refusal = f"HTTP {response.status_code} from {response.request.url}"
+
         http = httpx2.AsyncClient(
             headers=dict(config.headers),
             timeout=httpx2.Timeout(config.timeout, read=max(300.0, config.timeout)),
+            event_hooks={"response": [note_refusal]},
         )
         await stack.enter_async_context(http)
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
@@ -188,6 +197,8 @@ class McpToolset:
         reason = _reason(exc)
         if isinstance(exc, TimeoutError):
             reason = f"no answer to initialize within {self.config.timeout:g} s"
+        elif self._http_refusal:
+            reason = f"{self._http_refusal}: {reason}"
         tail = self._stderr_tail()
         problem = f"the server did not start ({reason})"
         if self.config.command is not None and not isinstance(exc, OSError):
