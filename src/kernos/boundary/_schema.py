@@ -56,7 +56,7 @@ _ABSENT: Any = object()  # a sentinel: "drop this key" (None is a value)
 # -- the compiled plan ---------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Prop:
     """What prepare needs to know about one property's schema."""
 
@@ -68,7 +68,7 @@ class _Prop:
     items: _Prop | None = None  # the element plan, when the value may be an array
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Obj:
     properties: dict[str, _Prop] = field(default_factory=dict)
     required: frozenset[str] = frozenset()
