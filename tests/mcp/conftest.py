@@ -60,10 +60,20 @@ def recorder_config(name: str, record_file: Path, **extra: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def recorded(record_file: Path) -> list[dict[str, Any]]:
+def _records(record_file: Path) -> list[dict[str, Any]]:
     if not record_file.exists():
         return []
     return [json.loads(line) for line in record_file.read_text().splitlines() if line.strip()]
+
+
+def recorded(record_file: Path) -> list[dict[str, Any]]:
+    """Each call the recording server received: ``{"tool", "arguments"}``, as sent."""
+    return [{"tool": r["tool"], "arguments": r["arguments"]} for r in _records(record_file)]
+
+
+def recording_pids(record_file: Path) -> set[int]:
+    """The process ids of the recording servers that answered."""
+    return {r["pid"] for r in _records(record_file)}
 
 
 def offered_tools(request: dict[str, Any]) -> list[str]:

@@ -53,7 +53,7 @@ TOOLS = [
 
 def record(name: str, arguments: Any) -> None:
     with open(os.environ["RECORD_FILE"], "a", encoding="utf-8") as out:
-        out.write(json.dumps({"tool": name, "arguments": arguments}) + "\n")
+        out.write(json.dumps({"tool": name, "arguments": arguments, "pid": os.getpid()}) + "\n")
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:

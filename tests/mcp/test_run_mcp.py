@@ -24,6 +24,7 @@ from tests.mcp.conftest import (
     offered_tools,
     recorded,
     recorder_config,
+    recording_pids,
     toml_str,
 )
 
@@ -170,6 +171,32 @@ def test_recording_server_receives_a_padded_call_stripped_and_a_bad_call_never(
     retry = server.requests[2]["messages"][-1]["content"]
     assert "Invalid arguments for tool `rec__lookup`:" in retry
     assert "- `query`: required field is missing; add it." in retry
+
+
+def test_parent_and_child_share_one_server_process(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    record = tmp_path / "calls.jsonl"
+    (tmp_path / "kernos.toml").write_text(
+        recorder_config("rec", record)
+        + '[agents.explore]\ndescription = "Looks things up"\ntools = ["rec__lookup"]\n'
+    )
+    task = {"prompt": "TASK: look it up", "description": "Look up", "subagent_type": "explore"}
+    server.script(
+        tool_call("task", json.dumps(task)),
+        tool_call("rec__lookup", '{"query": "from child", "tags": []}', when="TASK: look it up"),
+        text("child done", when="for 'from child'"),
+        tool_call("rec__lookup", '{"query": "from parent", "mode": ""}', when="child done"),
+        text("all done", when="for 'from parent'"),
+    )
+    result = kernos("run", "Look twice", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "all done\n"
+    assert recorded(record) == [
+        {"tool": "lookup", "arguments": {"query": "from child"}},
+        {"tool": "lookup", "arguments": {"query": "from parent"}},
+    ]
+    assert len(recording_pids(record)) == 1
 
 
 def test_server_errors_are_tool_errors_with_a_code(
