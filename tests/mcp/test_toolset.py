@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -175,3 +176,22 @@ async def test_servers_start_together_and_one_failure_is_reported(tmp_path: Path
     await servers.aclose()
     assert "mcp.missing: the server did not start (FileNotFoundError" in str(caught.value)
     assert _server_children() == []
+
+
+async def test_stop_during_a_start_does_not_wait_out_the_start_timeout() -> None:
+    hang = "import sys, time; sys.stdin.read(); time.sleep(600)"  # never answers initialize
+    toolset = McpToolset(
+        "hang", McpServerConfig(command=sys.executable, args=["-c", hang], timeout=600)
+    )
+    listing = asyncio.ensure_future(toolset.tools())
+    for _ in range(600):
+        if [p for p in psutil.Process().children() if hang in " ".join(p.cmdline())]:
+            break
+        await asyncio.sleep(0.05)
+    children = [p for p in psutil.Process().children() if hang in " ".join(p.cmdline())]
+    assert children
+    await toolset.stop()  # with a 600 s start timeout, only a cancelled start returns in time
+    with pytest.raises(McpServerError, match="did not start"):
+        await listing
+    _, alive = psutil.wait_procs(children, timeout=60)
+    assert alive == []

@@ -125,6 +125,8 @@ class McpToolset:
         """Close the session and stop the server; never raises."""
         task, self._task = self._task, None
         self._stop.set()
+        if task is not None and not self._ready.is_set():
+            task.cancel()  # still starting: do not wait out the start timeout
         if task is not None:
             with contextlib.suppress(BaseException):
                 await task
@@ -174,7 +176,8 @@ class McpToolset:
             # the SDK turns an HTTP error into a generic JSON-RPC error; keep the status for
             # the one line a person reads when the server does not start
             if response.status_code >= 400:
-                self._http_refusal = f"HTTP {response.status_code} from {response.request.url}"
+                url = response.request.url.copy_with(query=None, fragment=None)
+                self._http_refusal = f"HTTP {response.status_code} from {url}"
 
         http = httpx2.AsyncClient(
             headers=dict(config.headers),
