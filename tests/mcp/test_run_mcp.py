@@ -272,8 +272,8 @@ def test_no_server_process_is_left_after_a_normal_exit(
     _assert_all_gone(children)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_no_server_process_is_left_when_kernos_is_killed_mid_run(
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_no_server_process_is_left_when_kernos_is_signalled_mid_run(
     server: FakeOpenAIServer, tmp_path: Path, sig: signal.Signals
 ) -> None:
     release = threading.Event()
