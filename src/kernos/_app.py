@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kernos.runtime import Runtime, Session, SessionEvent, Watcher
+from kernos.runtime import ConfigError, Runtime, Session, SessionEvent, Watcher
 
 
 class Attachment(Watcher, Protocol):
@@ -45,7 +45,23 @@ async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None
     return manager.attachment(session)
 
 
-ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks)
+async def _attach_mcp(runtime: Runtime, session: Session) -> Attachment | None:
+    """MCP servers: ``<server>__<tool>`` for every ``[mcp.NAME]`` server (started here, stopped
+    when the run ends)."""
+    if not runtime.config.mcp:
+        return None
+    from kernos.tools import McpServers
+
+    servers = McpServers(runtime.config)
+    try:
+        session.add_tools(await servers.tools(session))
+    except BaseException:
+        await servers.aclose(wait=False)
+        raise
+    return servers
+
+
+ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks, _attach_mcp)
 
 
 @dataclass(frozen=True)
@@ -73,9 +89,15 @@ async def run_agent(
     (and deliver their completions) unless ``wait`` is false."""
     session = runtime.session(agent, on_event=on_event)
     log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
-    attachments = [a for a in [await attach(runtime, session) for attach in ATTACHERS] if a]
+    attachments: list[Attachment] = []
     try:
+        for attach in ATTACHERS:
+            attachment = await attach(runtime, session)
+            if attachment is not None:
+                attachments.append(attachment)
         text = await (session.serve(prompt, attachments) if wait else session.prompt(prompt))
+    except ConfigError:
+        raise  # an MCP server that did not start: one line and exit 2, after the cleanup below
     except Exception as exc:  # provider errors, retry budget spent: the run failed
         log.warning("run %s failed: %s", session.session_id, _describe(exc))
         return RunOutcome(session.last_text, session.session_id, error=_describe(exc))

@@ -14,6 +14,7 @@ from kernos.boundary._padding import (
     string_list,
     strip_padding,
 )
+from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
 from kernos.boundary._text import REPLACEMENT, clean_text, clean_value, nesting_depth
 from kernos.boundary._tool import (
     MAX_ARGUMENT_DEPTH,
@@ -30,6 +31,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "NULL_WORDS",
     "REPLACEMENT",
+    "SchemaExecute",
     "ToolContext",
     "ToolError",
     "ToolResult",
@@ -45,6 +47,8 @@ __all__ = [
     "nesting_depth",
     "non_blank_text",
     "schema_error_text",
+    "schema_prepare",
+    "schema_tool",
     "string_list",
     "strip_padding",
 ]

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from kernos.runtime._secrets import register_secrets, register_url_secrets
 
@@ -98,6 +99,37 @@ class WorkspaceConfig(_Strict):
     max_attachment_bytes: int = Field(default=25 * 1024 * 1024, ge=0)
 
 
+class McpServerConfig(_Strict):
+    """``[mcp.NAME]``: an MCP server whose tools are offered as ``NAME__<tool>``.
+
+    Exactly one of ``command`` (stdio: ``args``, ``env``, ``cwd``) or ``url`` (Streamable HTTP,
+    with ``headers``). ``timeout`` bounds the start and each call, in seconds; ``include`` /
+    ``exclude`` are globs over the server's own tool names.
+    """
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=60.0, gt=0)
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise PydanticCustomError(
+                "mcp_transport",
+                "set exactly one of command (a stdio server) or url (Streamable HTTP)",
+            )
+        return self
+
+
+_MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
+
+
 class Config(_Strict):
     """The whole ``kernos.toml``."""
 
@@ -110,10 +142,24 @@ class Config(_Strict):
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
     path: Path | None = Field(default=None, exclude=True)
     #: what relative paths in the config are read against: the config file's directory
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
     home: Path = Field(default=Path(".kernos"), exclude=True)
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in servers:
+            if not _MCP_SERVER_NAME.match(name):
+                raise PydanticCustomError(
+                    "mcp_name",
+                    "server name '{name}' is not usable as a tool prefix: use letters, digits, "
+                    "'-' and single '_'",
+                    {"name": name},
+                )
+        return servers
 
     def agent(self, name: str) -> AgentConfig:
         """The agent called ``name``; ``main`` exists even when not configured."""

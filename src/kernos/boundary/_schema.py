@@ -1,0 +1,511 @@
+"""The boundary for tools that only have a JSON schema (issue 9 §3): MCP tools and the like.
+
+A consumed tool brings no pydantic model and no ``prepare`` of its own, so both are derived from
+its JSON schema:
+
+* :func:`schema_prepare` compiles the schema once into a plan and returns a pure
+  ``prepare(raw) -> dict`` that turns provider padding into absence, *optional properties only*:
+
+  ==========================================================  ====================
+  optional property, value sent                               becomes
+  ==========================================================  ====================
+  ``null``, the property's schema does not allow null         absent
+  ``""`` / whitespace-only, string property                   absent
+  ``[]`` / ``{}``, array / object property                    absent
+  ``"true"`` / ``"false"`` (any case), boolean property       the boolean
+  numeric string, integer / number property                   the number
+  ``"null"``/``"none"``/``"undefined"``, string property
+  whose ``enum`` or ``pattern`` rejects it                    absent
+  a key ``additionalProperties: false`` forbids               dropped
+  an undeclared key whose value is blank / empty / ``null``    dropped
+  ==========================================================  ====================
+
+  Required properties are never stripped; nested objects and arrays of objects recurse with their
+  own ``required``. ``anyOf``/``oneOf`` with a ``null`` branch, ``type`` lists, ``allOf`` and local
+  ``$ref``/``$defs`` are followed; a shape the plan does not understand is left as it is.
+* :func:`schema_tool` builds a :class:`~kernos.boundary.ToolSpec` whose schema stage validates
+  with ``jsonschema`` on kernos's side, so a bad call gets the coded ``invalid_arguments`` text
+  naming each field before anything reaches the tool's owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import jsonschema
+from jsonschema.exceptions import ValidationError as JsonSchemaError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from kernos.boundary._padding import NULL_WORDS
+from kernos.boundary._tool import ToolContext, ToolResult, ToolSpec
+
+log = logging.getLogger("kernos.boundary")
+
+_NUMERIC = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_MAX_DEPTH = 64  # schemas nest this deep at most in the plan; deeper reads as "anything"
+_JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
+_ABSENT: Any = object()  # a sentinel: "drop this key" (None is a value)
+
+# -- the compiled plan ---------------------------------------------------------------------------
+
+
+@dataclass(eq=False, slots=True)
+class _Prop:
+    """What prepare needs to know about one property's schema."""
+
+    types: frozenset[str] = frozenset()  # empty: the schema says nothing about the type
+    nullable: bool = True
+    enum: tuple[Any, ...] | None = None
+    pattern: re.Pattern[str] | None = None
+    obj: _Obj | None = None  # the object's own plan, when the value may be an object
+    items: _Prop | None = None  # the element plan, when the value may be an array
+
+
+@dataclass(eq=False, slots=True)
+class _Obj:
+    properties: dict[str, _Prop] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()
+    closed: bool = False  # additionalProperties: false
+    patterns: tuple[re.Pattern[str], ...] = ()
+
+
+class _Compiler:
+    """Turns a JSON schema into :class:`_Prop` / :class:`_Obj` plans; never raises."""
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+        self.refs: dict[str, _Prop] = {}
+        self.depth = 0
+
+    def resolve(self, schema: Any, seen: frozenset[str] = frozenset()) -> Mapping[str, Any]:
+        """Follow a local ``$ref`` chain; an unknown or remote ref reads as ``{}``."""
+        while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str):
+            ref = schema["$ref"]
+            if ref in seen or not ref.startswith("#"):
+                return {}
+            seen = seen | {ref}
+            target: Any = self.root
+            for raw_part in ref[1:].split("/")[1:]:
+                part = raw_part.replace("~1", "/").replace("~0", "~")
+                if isinstance(target, Mapping) and part in target:
+                    target = target[part]
+                else:
+                    return {}
+            if len(schema) > 1:  # sibling keywords next to $ref (2019-09+): both apply
+                merged = dict(target) if isinstance(target, Mapping) else {}
+                merged.update({k: v for k, v in schema.items() if k != "$ref"})
+                schema = merged
+            else:
+                schema = target
+        return schema if isinstance(schema, Mapping) else {}
+
+    def prop(self, schema: Any) -> _Prop:
+        if self.depth > _MAX_DEPTH:
+            return _Prop()
+        self.depth += 1
+        try:
+            return self._prop(schema)
+        finally:
+            self.depth -= 1
+
+    def _prop(self, schema: Any) -> _Prop:
+        ref = schema.get("$ref") if isinstance(schema, Mapping) else None
+        if isinstance(ref, str) and len(schema) == 1:
+            if ref in self.refs:  # recursive schemas link back to the plan being built
+                return self.refs[ref]
+            plan = _Prop()
+            self.refs[ref] = plan
+            self._fill(plan, self.resolve(schema))
+            return plan
+        plan = _Prop()
+        self._fill(plan, self.resolve(schema))
+        return plan
+
+    def _fill(self, plan: _Prop, schema: Mapping[str, Any]) -> None:
+        branches = [schema]
+        for key in ("anyOf", "oneOf"):
+            options = schema.get(key)
+            if isinstance(options, list) and options:
+                branches = [
+                    self.resolve({**schema, key: None, **self._as_dict(o)}) for o in options
+                ]
+                break
+        types: set[str] = set()
+        untyped = False
+        nullable = False
+        enums: list[Any] | None = []
+        patterns: list[str] = []
+        objects: list[Mapping[str, Any]] = []
+        arrays: list[Any] = []
+        for branch in branches:
+            branch = self._merge_all_of(branch)
+            branch_types = self._types(branch)
+            if not branch_types:
+                untyped = True
+            types |= branch_types
+            if "null" in branch_types or branch.get("nullable") is True:
+                nullable = True
+            if isinstance(branch.get("enum"), list) and enums is not None:
+                enums.extend(branch["enum"])
+            elif "const" in branch and enums is not None:
+                enums.append(branch["const"])
+            else:
+                enums = None
+            if isinstance(branch.get("pattern"), str):
+                patterns.append(branch["pattern"])
+            if "object" in branch_types or (not branch_types and "properties" in branch):
+                objects.append(branch)
+            if "array" in branch_types or (not branch_types and "items" in branch):
+                arrays.append(branch.get("items", {}))
+        if enums is not None and None in enums:
+            nullable = True
+        plan.types = frozenset() if untyped else frozenset(types)
+        plan.nullable = nullable or untyped
+        plan.enum = tuple(enums) if enums else None
+        if len(patterns) == 1 and len(branches) == 1:
+            try:
+                plan.pattern = re.compile(patterns[0])
+            except (re.error, TypeError, ValueError):
+                plan.pattern = None
+        if len(objects) == 1:
+            plan.obj = self.obj(objects[0])
+        if len(arrays) == 1 and isinstance(arrays[0], Mapping):
+            plan.items = self.prop(arrays[0])
+
+    def obj(self, schema: Mapping[str, Any]) -> _Obj:
+        schema = self._merge_all_of(self.resolve(schema))
+        plan = _Obj()
+        properties = schema.get("properties")
+        if isinstance(properties, Mapping):
+            plan.properties = {str(k): self.prop(v) for k, v in properties.items()}
+        required = schema.get("required")
+        if isinstance(required, list):
+            plan.required = frozenset(r for r in required if isinstance(r, str))
+        plan.closed = schema.get("additionalProperties") is False
+        pattern_props = schema.get("patternProperties")
+        if isinstance(pattern_props, Mapping):
+            compiled = []
+            for pattern in pattern_props:
+                try:
+                    compiled.append(re.compile(str(pattern)))
+                except re.error:
+                    plan.closed = False  # a pattern we cannot read: never drop keys it may allow
+            plan.patterns = tuple(compiled)
+        return plan
+
+    def _merge_all_of(self, schema: Mapping[str, Any]) -> Mapping[str, Any]:
+        parts = schema.get("allOf")
+        if not isinstance(parts, list) or not parts:
+            return schema
+        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+        properties: dict[str, Any] = dict(merged.get("properties") or {})
+        required: list[Any] = list(merged.get("required") or [])
+        for part in parts:
+            resolved = self._merge_all_of(self.resolve(part))
+            for key, value in resolved.items():
+                if key == "properties" and isinstance(value, Mapping):
+                    properties.update(value)
+                elif key == "required" and isinstance(value, list):
+                    required.extend(value)
+                else:
+                    merged.setdefault(key, value)
+        if properties:
+            merged["properties"] = properties
+        if required:
+            merged["required"] = required
+        return merged
+
+    @staticmethod
+    def _as_dict(value: Any) -> dict[str, Any]:
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    @staticmethod
+    def _types(schema: Mapping[str, Any]) -> set[str]:
+        declared = schema.get("type")
+        if isinstance(declared, str):
+            return {declared} & _JSON_TYPES
+        if isinstance(declared, list):
+            return {t for t in declared if isinstance(t, str)} & _JSON_TYPES
+        if "enum" in schema and isinstance(schema["enum"], list):
+            return {_json_type(v) for v in schema["enum"]}
+        if "const" in schema:
+            return {_json_type(schema["const"])}
+        return set()
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+# -- applying the plan -----------------------------------------------------------------------------
+
+
+def _clean_object(value: dict[str, Any], plan: _Obj) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    properties = plan.properties
+    required = plan.required
+    for key, item in value.items():
+        prop = properties.get(key)
+        if prop is None:
+            if key not in required and (
+                _is_padding(item) or (plan.closed and not _pattern_allows(plan, key))
+            ):
+                continue  # an undeclared key: padding, or one the schema forbids
+            out[key] = item
+        elif key in required:
+            out[key] = _clean_required(item, prop)
+        else:
+            cleaned = _clean_optional(item, prop)
+            if cleaned is not _ABSENT:
+                out[key] = cleaned
+    return out
+
+
+def _is_padding(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return isinstance(value, list | dict) and not value
+
+
+def _pattern_allows(plan: _Obj, key: str) -> bool:
+    for pattern in plan.patterns:  # noqa: SIM110 (a loop is faster than any() here)
+        if pattern.search(key):
+            return True
+    return False
+
+
+def _clean_required(value: Any, prop: _Prop) -> Any:
+    """A required value is kept; only what is nested inside it is cleaned."""
+    if isinstance(value, dict) and prop.obj is not None:
+        return _clean_object(value, prop.obj)
+    if isinstance(value, list) and prop.items is not None and prop.items.obj is not None:
+        return _clean_items(value, prop.items)
+    return value
+
+
+def _clean_items(value: list[Any], items: _Prop) -> list[Any]:
+    plan = items.obj
+    if plan is None:
+        return value
+    return [_clean_object(entry, plan) if isinstance(entry, dict) else entry for entry in value]
+
+
+def _clean_optional(value: Any, prop: _Prop) -> Any:
+    types = prop.types
+    if value is None:
+        return value if prop.nullable else _ABSENT
+    if isinstance(value, str):
+        return _clean_string(value, prop)
+    if isinstance(value, list):
+        if not value:
+            return _ABSENT if types else value
+        if prop.items is not None:
+            return _clean_items(value, prop.items)
+        return value
+    if isinstance(value, dict):
+        if not value:
+            return _ABSENT if types else value
+        if prop.obj is not None:
+            cleaned = _clean_object(value, prop.obj)
+            return cleaned if cleaned else _ABSENT
+        return value
+    return value
+
+
+def _clean_string(value: str, prop: _Prop) -> Any:
+    types = prop.types
+    if not types:  # nothing declared: no way to tell padding from a value
+        return value
+    enum = prop.enum
+    if enum is not None and value in enum:
+        return value
+    word = value.strip()
+    if not word:
+        return _ABSENT
+    takes_string = "string" in types
+    folded = word.casefold()
+    if not takes_string:
+        if "boolean" in types and folded in ("true", "false"):
+            return folded == "true"
+        if ("integer" in types or "number" in types) and len(word) < 300 and _NUMERIC.match(word):
+            number = _number(word, integer_only="number" not in types)
+            if number is not None:
+                return number
+        if folded in NULL_WORDS:
+            return _ABSENT  # "null" for a number, a boolean, an object: padding, never a value
+        return value
+    if folded in NULL_WORDS:
+        if enum is not None:
+            return _ABSENT  # the enum does not hold it (checked above)
+        if prop.pattern is not None and prop.pattern.search(value) is None:
+            return _ABSENT
+    return value
+
+
+def _number(word: str, *, integer_only: bool) -> int | float | None:
+    """A numeric string as a JSON number; ``None`` when it is not one the schema accepts."""
+    if _INTEGER.match(word):
+        return int(word)
+    number = float(word)
+    if not math.isfinite(number):
+        return None
+    if number.is_integer() and integer_only:
+        return int(number)
+    return None if integer_only else number
+
+
+def schema_prepare(json_schema: Mapping[str, Any]) -> Callable[[Any], dict[str, Any]]:
+    """A ``prepare`` derived from ``json_schema`` (an object schema): pure and never raising.
+
+    The schema is read once, here; the function returned does no schema work per call.
+    """
+    try:
+        compiler = _Compiler(json_schema)
+        plan = compiler.obj(json_schema)
+    except Exception:  # a schema shape no rule foresaw: do no harm, pass arguments through
+        log.warning("could not read a tool schema; its padding is not normalized", exc_info=True)
+        plan = _Obj()
+
+    def prepare(raw: Any) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            return {}
+        try:
+            return _clean_object(raw, plan)
+        except Exception:  # never raise: hand the arguments on for the validator to judge
+            log.warning("padding normalization failed; arguments kept as sent", exc_info=True)
+            return dict(raw)
+
+    return prepare
+
+
+# -- validation and the ToolSpec ------------------------------------------------------------------
+
+
+def _validator_for(json_schema: dict[str, Any]) -> Any | None:
+    try:
+        cls = jsonschema.validators.validator_for(
+            json_schema, default=jsonschema.Draft202012Validator
+        )
+        cls.check_schema(json_schema)
+        return cls(json_schema)
+    except Exception:
+        log.warning("a tool schema is not valid JSON Schema; arguments are not checked against it")
+        return None
+
+
+def _line_errors(errors: list[JsonSchemaError]) -> list[InitErrorDetails]:
+    lines: list[InitErrorDetails] = []
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
+        path = tuple(p if isinstance(p, int | str) else str(p) for p in error.absolute_path)
+        instance = error.instance
+        if error.validator == "required" and isinstance(instance, dict):
+            wanted = error.validator_value if isinstance(error.validator_value, list) else []
+            for name in wanted:
+                if isinstance(name, str) and name not in instance:
+                    lines.append({"type": "missing", "loc": (*path, name), "input": instance})
+            continue
+        if error.validator == "additionalProperties" and isinstance(instance, dict):
+            known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+            extras = [k for k in instance if k not in known]
+            if extras:
+                for name in extras:
+                    lines.append(
+                        {"type": "extra_forbidden", "loc": (*path, name), "input": instance[name]}
+                    )
+                continue
+        message = error.message
+        if len(message) > 200:
+            message = message[:197] + "..."
+        lines.append(
+            {
+                "type": PydanticCustomError("json_schema", "{message}", {"message": message}),
+                "loc": path,
+                "input": instance,
+            }
+        )
+    return lines
+
+
+def _args_model(name: str, json_schema: dict[str, Any]) -> type[BaseModel]:
+    validator = _validator_for(json_schema)
+    title = f"{name}_arguments"
+
+    def check(data: Any) -> Any:
+        if validator is None:
+            return data
+        try:
+            errors = list(validator.iter_errors(data))
+        except Exception:  # an unresolvable $ref, a regex Python cannot read: let the tool judge
+            log.warning("validating arguments of %s failed; sent unchecked", name, exc_info=True)
+            return data
+        if errors:
+            raise ValidationError.from_exception_data(title, _line_errors(errors))
+        return data
+
+    return create_model(
+        title,
+        __config__=ConfigDict(extra="allow"),
+        __validators__={"_json_schema": cast(Any, model_validator(mode="before")(check))},
+    )
+
+
+SchemaExecute = Callable[[dict[str, Any], ToolContext], Awaitable["ToolResult | str"]]
+
+
+def schema_tool(
+    name: str,
+    description: str,
+    json_schema: Mapping[str, Any],
+    execute: SchemaExecute,
+    *,
+    max_retries: int = 3,
+) -> ToolSpec[Any]:
+    """A :class:`ToolSpec` for a tool that has only a JSON schema.
+
+    ``prepare`` is :func:`schema_prepare` of the schema, the schema stage validates with
+    ``jsonschema`` (one ``invalid_arguments`` line per bad field), and ``execute`` receives the
+    prepared, validated arguments as a plain dict. The model is shown ``json_schema`` unchanged.
+
+    Args:
+        name: the tool name the model calls (``^[A-Za-z0-9_-]{1,64}$``).
+        description: what the model reads about the tool.
+        json_schema: the tool's input schema (an object schema).
+        execute: ``async (args, ctx) -> ToolResult | str``.
+        max_retries: how many schema failures the model may make on this tool in a row.
+    """
+    schema = dict(json_schema)
+    model = _args_model(name, schema)
+
+    async def run(params: BaseModel, ctx: ToolContext) -> ToolResult | str:
+        return await execute(dict(params.model_extra or {}), ctx)
+
+    return ToolSpec(
+        name=name,
+        description=description,
+        params=model,
+        execute=run,
+        prepare=schema_prepare(schema),
+        json_schema=schema,
+        max_retries=max_retries,
+    )

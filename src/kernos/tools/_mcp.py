@@ -1,0 +1,406 @@
+"""MCP servers as sources of tools (issue 9 §2–§3), through the official ``mcp`` SDK.
+
+Each ``[mcp.NAME]`` server becomes one :class:`McpToolset`. Its connection lives in one background
+task per process (the SDK's transports are anyio context managers and must be entered and left in
+the same task); the parent session and every child that is granted a tool share it. The server
+starts on the first :meth:`McpToolset.tools` and stops on ``__aexit__`` / :meth:`aclose`, or when
+the event loop ends. A stdio server runs in its own process group and reads EOF on its stdin when
+kernos dies, so it cannot outlive a killed kernos.
+
+Every MCP tool is a :func:`kernos.boundary.schema_tool`: padding is normalized by the prepare
+derived from its input schema, and the arguments are validated with ``jsonschema`` before any
+request reaches the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import json
+import logging
+import re
+import tempfile
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import httpx2
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import types as mcp_types
+from mcp.client.streamable_http import streamable_http_client
+
+from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
+from kernos.runtime import Config, ConfigError, McpServerConfig
+
+log = logging.getLogger("kernos.mcp")
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_STDERR_TAIL = 300
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """The name a model calls an MCP tool by: ``<server>__<tool>``, sanitized to
+    ``^[A-Za-z0-9_-]{1,64}$`` (other characters become ``_``; cut at 64)."""
+    return f"{server}__{_UNSAFE.sub('_', tool) or '_'}"[:64]
+
+
+class McpServerError(ConfigError):
+    """An MCP server did not start, or its tools cannot be offered (names collide)."""
+
+
+class McpToolset:
+    """The tools of one MCP server, each offered as ``<server>__<tool>``.
+
+    Args:
+        server: the ``[mcp.NAME]`` name.
+        config: the server's configuration.
+        config_file: the config file (errors name it; a relative ``cwd`` is read from its folder).
+    """
+
+    def __init__(
+        self, server: str, config: McpServerConfig, *, config_file: Path | None = None
+    ) -> None:
+        self.server = server
+        self.name = f"mcp:{server}"
+        self.config = config
+        self.config_file = config_file
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._session: ClientSession | None = None
+        self._listed: list[mcp_types.Tool] = []
+        self._specs: list[ToolSpec[Any]] | None = None
+        self._failure: McpServerError | None = None
+        self._stderr: IO[bytes] | None = None
+        self._http_refusal = ""
+
+    # -- the Toolset contract -------------------------------------------------------------------
+    async def __aenter__(self) -> McpToolset:
+        return self  # the server starts on first use
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def tools(self, session: Any = None) -> Sequence[ToolSpec[Any]]:
+        """Every tool the server offers (after ``include``/``exclude``); starts it on first use.
+
+        Raises:
+            McpServerError: the server did not start, or two of its tools get the same name.
+        """
+        async with self._lock:
+            if self._specs is None:
+                await self._start()
+                self._specs = self._build_specs()
+            return list(self._specs)
+
+    def outstanding(self) -> bool:
+        return False
+
+    async def wait_change(self) -> None:
+        await asyncio.Event().wait()
+
+    async def aclose(self, *, wait: bool = True) -> None:
+        """Stop the server (the ``Attachment`` shape ``kernos run`` uses today)."""
+        await self.stop()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._session is not None and self._task is not None and not self._task.done()
+
+    async def _start(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._task is None:
+            self._task = asyncio.create_task(self._serve(), name=f"kernos-mcp-{self.server}")
+        await self._ready.wait()
+        if self._failure is not None:
+            raise self._failure
+
+    async def stop(self) -> None:
+        """Close the session and stop the server; never raises."""
+        task, self._task = self._task, None
+        self._stop.set()
+        if task is not None and not self._ready.is_set():
+            task.cancel()  # still starting: do not wait out the start timeout
+        if task is not None:
+            with contextlib.suppress(BaseException):
+                await task
+        self._session = None
+        if self._stderr is not None:
+            with contextlib.suppress(OSError):
+                self._stderr.close()
+            self._stderr = None
+
+    async def _serve(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await self._connect(stack)
+                session = await stack.enter_async_context(ClientSession(read, write))
+                with anyio.fail_after(self.config.timeout):
+                    await session.initialize()
+                    self._listed = await _list_all_tools(session)
+                self._session = session
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._ready.is_set():
+                self._failure = self._start_error(exc)
+            elif not self._stop.is_set():
+                log.warning("MCP server [%s] stopped: %s", self.server, _reason(exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._session = None
+            self._ready.set()
+
+    async def _connect(self, stack: AsyncExitStack) -> Any:
+        config = self.config
+        if config.command is not None:
+            self._stderr = tempfile.TemporaryFile(mode="a+b")  # noqa: SIM115 (closed in stop())
+            params = StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env=dict(config.env) or None,
+                cwd=self._cwd(),
+            )
+            errlog: Any = self._stderr
+            return await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        assert config.url is not None
+
+        async def note_refusal(response: httpx2.Response) -> None:
+            # the SDK turns an HTTP error into a generic JSON-RPC error; keep the status for
+            # the one line a person reads when the server does not start
+            if response.status_code >= 400:
+                url = response.request.url.copy_with(query=None, fragment=None)
+                self._http_refusal = f"HTTP {response.status_code} from {url}"
+
+        http = httpx2.AsyncClient(
+            headers=dict(config.headers),
+            timeout=httpx2.Timeout(config.timeout, read=max(300.0, config.timeout)),
+            event_hooks={"response": [note_refusal]},
+        )
+        await stack.enter_async_context(http)
+        return await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
+
+    def _cwd(self) -> str | None:
+        if self.config.cwd is None:
+            return None
+        path = Path(self.config.cwd).expanduser()
+        if not path.is_absolute() and self.config_file is not None:
+            path = self.config_file.parent / path
+        return str(path)
+
+    def _start_error(self, exc: BaseException) -> McpServerError:
+        exc = _leaf(exc)
+        reason = _reason(exc)
+        if isinstance(exc, TimeoutError):
+            reason = f"no answer to initialize within {self.config.timeout:g} s"
+        elif self._http_refusal:
+            reason = f"{self._http_refusal}: {reason}"
+        tail = self._stderr_tail()
+        problem = f"the server did not start ({reason})"
+        if self.config.command is not None and not isinstance(exc, OSError):
+            problem += f"; its stderr ended: {tail}" if tail else "; it wrote nothing on stderr"
+        what = "command and args" if self.config.command is not None else "url and headers"
+        return McpServerError(
+            self.config_file,
+            f"mcp.{self.server}",
+            problem,
+            f"check its {what}, or run it by hand to see why",
+        )
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.seek(0, 2)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - 2000))
+            text = self._stderr.read().decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return ""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        tail = " | ".join(lines)
+        return tail if len(tail) <= _STDERR_TAIL else "..." + tail[-_STDERR_TAIL:]
+
+    # -- tools ----------------------------------------------------------------------------------
+    def _selected(self, name: str) -> bool:
+        include, exclude = self.config.include, self.config.exclude
+        if include and not any(fnmatch.fnmatchcase(name, glob) for glob in include):
+            return False
+        return not any(fnmatch.fnmatchcase(name, glob) for glob in exclude)
+
+    def _build_specs(self) -> list[ToolSpec[Any]]:
+        specs: list[ToolSpec[Any]] = []
+        owners: dict[str, str] = {}
+        for tool in self._listed:
+            if not self._selected(tool.name):
+                continue
+            offered = mcp_tool_name(self.server, tool.name)
+            if offered in owners:
+                raise McpServerError(
+                    self.config_file,
+                    f"mcp.{self.server}",
+                    f"tools {owners[offered]!r} and {tool.name!r} would both be offered as "
+                    f"{offered!r}",
+                    f"leave one out with exclude = [{tool.name!r}]",
+                )
+            owners[offered] = tool.name
+            specs.append(self._spec(offered, tool))
+        return specs
+
+    def _spec(self, offered: str, tool: mcp_types.Tool) -> ToolSpec[Any]:
+        remote = tool.name
+        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+        if not schema:
+            schema = {"type": "object", "properties": {}}
+
+        async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return await self.call(remote, args, offered)
+
+        description = tool.description or tool.title or f"{remote} (MCP server {self.server})"
+        return schema_tool(offered, description, schema, execute)
+
+    async def call(self, tool: str, args: dict[str, Any], offered: str | None = None) -> ToolResult:
+        """Call ``tool`` (the server's own name) with arguments already prepared and validated."""
+        offered = offered or mcp_tool_name(self.server, tool)
+        base = {"tool": offered, "server": self.server, "mcp_tool": tool}
+        session = self._session
+        if session is None:
+            return ToolResult(
+                text=(
+                    f"MCP server [{self.server}] is not running, so `{offered}` cannot be used in "
+                    "this run; do the task without it."
+                ),
+                details={**base, "code": "mcp_unavailable", "stage": "execute"},
+                is_error=True,
+            )
+        try:
+            result = await session.call_tool(tool, args, read_timeout_seconds=self.config.timeout)
+        except MCPError as exc:
+            if exc.code == mcp_types.REQUEST_TIMEOUT:
+                return ToolResult(
+                    text=(
+                        f"`{offered}` got no answer from MCP server [{self.server}] within "
+                        f"{self.config.timeout:g} s; try again, or ask for less at once."
+                    ),
+                    details={**base, "code": "mcp_timeout", "stage": "execute"},
+                    is_error=True,
+                )
+            code = "mcp_unavailable" if exc.code == mcp_types.CONNECTION_CLOSED else "mcp_error"
+            return ToolResult(
+                text=f"MCP server [{self.server}] refused `{offered}`: {exc.message}",
+                details={**base, "code": code, "stage": "execute", "mcp_code": exc.code},
+                is_error=True,
+            )
+        return _tool_result(result, base)
+
+
+async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    listed: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _page in range(1000):  # a server that keeps paging forever must not hang kernos
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        listed.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return listed
+
+
+def _tool_result(result: Any, details: dict[str, Any]) -> ToolResult:
+    if not isinstance(result, mcp_types.CallToolResult):
+        return ToolResult(text=str(result), details=dict(details))
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            text = getattr(block.resource, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource {block.resource.uri}]")
+        elif isinstance(block, mcp_types.ResourceLink):
+            parts.append(f"[resource link {block.uri}]")
+        else:
+            mime = getattr(block, "mime_type", "") or ""
+            parts.append(f"[{block.type} content {mime}, not shown]".replace(" ,", ","))
+    text = "\n".join(parts)
+    out = dict(details)
+    if result.structured_content is not None:
+        out["structured"] = result.structured_content
+        if not text:
+            text = json.dumps(result.structured_content, ensure_ascii=False, default=str)
+    if result.is_error:
+        out.update(code="mcp_error", stage="execute")
+        return ToolResult(
+            text=text or "the tool reported an error and no message", details=out, is_error=True
+        )
+    return ToolResult(text=text, details=out)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside anyio's exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    """One readable line for an exception."""
+    exc = _leaf(exc)
+    if isinstance(exc, MCPError):
+        return exc.message
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} from {exc.request.url}"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class McpServers:
+    """Every ``[mcp.NAME]`` server of a config, as one toolset (name ``mcp``).
+
+    Servers start together on the first :meth:`tools` and stop together on exit.
+    """
+
+    name = "mcp"
+
+    def __init__(self, config: Config) -> None:
+        self.toolsets = [
+            McpToolset(name, server, config_file=config.path) for name, server in config.mcp.items()
+        ]
+
+    async def __aenter__(self) -> McpServers:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def tools(self, session: Any = None) -> list[ToolSpec[Any]]:
+        """The tools of every server, in config order.
+
+        Raises:
+            McpServerError: a server did not start (the first such, in config order).
+        """
+        listed = await asyncio.gather(
+            *(toolset.tools(session) for toolset in self.toolsets), return_exceptions=True
+        )
+        specs: list[ToolSpec[Any]] = []
+        for outcome in listed:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            specs.extend(outcome)
+        return specs
+
+    def outstanding(self) -> bool:
+        return False
+
+    async def wait_change(self) -> None:
+        await asyncio.Event().wait()
+
+    async def aclose(self, *, wait: bool = True) -> None:
+        await asyncio.gather(*(toolset.stop() for toolset in self.toolsets))
