@@ -24,7 +24,7 @@ from kernos.runtime._config import (
 from kernos.runtime._models import pick_model_name, resolve_model
 from kernos.runtime._runtime import Runtime
 from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
-from kernos.runtime._store import Migration, Store, redact
+from kernos.runtime._store import Migration, Store, StoreError, redact
 
 __all__ = [
     "NO_MODEL_MESSAGE",
@@ -43,6 +43,7 @@ __all__ = [
     "Session",
     "SessionEvent",
     "Store",
+    "StoreError",
     "TasksConfig",
     "Watcher",
     "kernos_home",
