@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kernos._app import run_agent
+from kernos._app import Interrupted, run_agent, run_until_signal
 from kernos.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -42,6 +43,11 @@ def activity(event: SessionEvent) -> None:
         err.print(f"[dim]{who}[/] {mark} {first}", markup=True, highlight=False)
 
 
+def _say_interrupted(signum: int) -> None:
+    name = signal.Signals(signum).name
+    err.print(f"{name} received: cancelling running tasks and stopping", markup=False)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_command(
@@ -71,14 +77,19 @@ def register(app: typer.Typer) -> None:
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
                 outcome = asyncio.run(
-                    run_agent(
-                        runtime,
-                        prompt,
-                        agent=agent,
-                        wait=not no_wait,
-                        on_event=None if quiet else activity,
+                    run_until_signal(
+                        run_agent(
+                            runtime,
+                            prompt,
+                            agent=agent,
+                            wait=not no_wait,
+                            on_event=None if quiet else activity,
+                        ),
+                        on_signal=_say_interrupted,
                     )
                 )
+        except Interrupted as exc:
+            raise typer.Exit(exc.exit_code) from None
         finally:
             runtime.close()
         if outcome.text:
