@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             prompt = sys.stdin.read()
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
-        runtime = open_runtime(config, model, record)
+        runtime = open_runtime(config, model, record, store=True)
         try:
             with config_errors():
                 runtime.config.agent(agent)

@@ -343,5 +343,14 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
     if kind == "status":
         why = f" — {payload['why']}" if payload.get("why") else ""
         epoch = f" (run epoch {payload['epoch']})" if payload.get("epoch") else ""
-        return f"[status] {payload.get('from')} → {payload.get('to')}{epoch}{why}"
-    return f"[{kind}] {json.dumps(payload, ensure_ascii=False, default=str)}"
+        start = payload.get("from") or "created"
+        return f"[status] {start} → {payload.get('to')}{epoch}{why}"
+    fields = " ".join(f"{key}={_plain(value)}" for key, value in payload.items())
+    return f"[{kind}] {fields}" if fields else f"[{kind}]"
+
+
+def _plain(value: Any) -> str:
+    """A payload value as a person reads it: text as is, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
