@@ -7,10 +7,13 @@ module composes them for ``kernos run`` and ``kernos demo``. Each subsystem cont
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import os
+import signal
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar, runtime_checkable
 
 from kernos.runtime import ConfigError, Runtime, Session, SessionEvent, Watcher
 
@@ -23,7 +26,18 @@ class Attachment(Watcher, Protocol):
         ...
 
 
+@runtime_checkable
+class Cancellable(Protocol):
+    """An attachment whose unfinished work can be stopped and recorded as cancelled."""
+
+    async def cancel(self, reason: str) -> None:
+        """Stop unfinished work now; what was stopped is recorded ``cancelled`` with ``reason``."""
+        ...
+
+
 log = logging.getLogger("kernos.run")
+
+T = TypeVar("T")
 
 AttachFn = Callable[[Runtime, Session], Awaitable["Attachment | None"]]
 
@@ -96,6 +110,10 @@ async def run_agent(
             if attachment is not None:
                 attachments.append(attachment)
         text = await (session.serve(prompt, attachments) if wait else session.prompt(prompt))
+    except asyncio.CancelledError:  # interrupted (run_until_signal): stop the children as well
+        log.warning("run %s interrupted; cancelling its tasks", session.session_id)
+        await _shielded(_cancel(attachments, "the run was interrupted"))
+        raise
     except ConfigError:
         raise  # an MCP server that did not start: one line and exit 2, after the cleanup below
     except Exception as exc:  # provider errors, retry budget spent: the run failed
@@ -103,7 +121,7 @@ async def run_agent(
         return RunOutcome(session.last_text, session.session_id, error=_describe(exc))
     finally:
         for attachment in attachments:
-            await attachment.aclose(wait=wait)
+            await _shielded(attachment.aclose(wait=wait))
     log.info("run %s ended", session.session_id)
     return RunOutcome(text=text, session_id=session.session_id)
 
@@ -111,3 +129,73 @@ async def run_agent(
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def _cancel(attachments: Sequence[Attachment], reason: str) -> None:
+    for attachment in attachments:
+        if isinstance(attachment, Cancellable):
+            await attachment.cancel(reason)
+
+
+async def _shielded(work: Awaitable[None]) -> None:
+    """Run cleanup to its end even if the task running it is cancelled again meanwhile."""
+    future = asyncio.ensure_future(work)
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+    future.result()
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal; ``exit_code`` is ``128 + signum`` (130 SIGINT, 143
+    SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+async def run_until_signal(
+    work: Awaitable[T],
+    *,
+    on_signal: Callable[[int], None] | None = None,
+    signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM),
+) -> T:
+    """Await ``work``; the first of ``signals`` cancels it (its cleanup runs: children are
+    recorded ``cancelled``) and raises :class:`Interrupted`. A second signal exits at once.
+
+    Raises:
+        Interrupted: a signal arrived before ``work`` finished.
+    """
+    loop = asyncio.get_running_loop()
+    main = asyncio.ensure_future(work)
+    received: list[int] = []
+
+    def handle(signum: int) -> None:
+        if received:  # asked twice: stop now, cleanup or not
+            os._exit(128 + received[0])
+        received.append(signum)
+        if on_signal is not None:
+            on_signal(signum)
+        main.cancel()
+
+    installed: list[int] = []
+    for signum in signals:
+        try:
+            loop.add_signal_handler(signum, handle, signum)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+            continue
+        installed.append(signum)
+    try:
+        return await main
+    except asyncio.CancelledError:
+        if received:
+            raise Interrupted(received[0]) from None
+        raise
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)

@@ -123,3 +123,38 @@ def test_run_waits_for_background_children_and_delivers_them(
     task_id = listed.stdout.split("\t")[0]
     out = kernos(project, server, "tasks", "output", task_id)
     assert "[assistant] The survey found 3 modules." in out.stdout
+
+
+def test_cancel_from_another_process_ends_the_live_child_cancelled(
+    project: Path, gated: GatedServer
+) -> None:
+    gated.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
+    )
+    owner = subprocess.Popen(
+        [KERNOS, "run", "survey it", "-q"], cwd=project, env=env(project, gated),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        task_id = wait_for_status(project, "running")
+        cancel = kernos(project, gated, "tasks", "cancel", task_id)
+        assert cancel.returncode == 0, cancel.stderr
+        assert f"cancel requested for {task_id}" in cancel.stdout
+        out, errors = owner.communicate(timeout=60)  # the gate is still shut: the child stopped
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.communicate()
+    assert owner.returncode == 0, errors
+    assert out == "Started; waiting.\n"
+    assert "Error" not in errors and "Traceback" not in errors
+    log = (project / ".kernos" / "kernos.log").read_text(encoding="utf-8")
+    assert "IntegrityError" not in log and "Traceback" not in log
+    listed = kernos(project, gated, "tasks", "list")
+    assert listed.stdout.split("\t")[:3] == [task_id, "cancelled", "disposed"]
+    history = kernos(project, gated, "tasks", "output", task_id).stdout.splitlines()
+    cancelled = "[status] running → cancelled (run epoch 1) — cancelled from the command line"
+    assert cancelled in history
+    assert "lost" not in kernos(project, gated, "tasks", "show", task_id).stdout

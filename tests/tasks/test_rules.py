@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from tasks_helpers import S1, S1_NORMALIZED, S2, S3
 
@@ -190,6 +190,7 @@ _KEYS = st.sampled_from(
 )  # fmt: skip
 
 
+@settings(deadline=None)  # a shared, noisy machine: no per-example timing
 @given(st.dictionaries(_KEYS, _SCALAR | st.lists(_SCALAR | _ITEM, max_size=4)))
 def test_no_input_crashes_and_every_rejection_has_a_code(raw: dict[str, Any]) -> None:
     normalized = normalize_task_arguments(raw)
@@ -370,3 +371,39 @@ def test_resolve_accepts_a_config() -> None:
     assert resolve_spawn_items({"prompt": "a", "category": "slow"}, config=config).code == (
         "unknown_target"
     )
+
+
+DEEP = "[" * 10_000 + "]" * 10_000
+
+
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        ("[]", None),
+        ('["read"]', ["read"]),
+        (' [" audit ", "", null, 3, "none"] ', ["audit"]),
+        ("[draft]", ["[draft]"]),  # not JSON: a one-entry list, as any other bare string
+        (DEEP, [DEEP]),  # too deep to decode: no crash, read as any other bare string
+        ('{"a": 1}', ['{"a": 1}']),
+    ],
+)
+def test_a_list_field_sent_as_json_text_is_the_list_it_encodes(sent: str, kept: Any) -> None:
+    raw = {"prompt": "Do it.", "subagent_type": "explore", "load_skills": sent, "tools": sent}
+    out = normalize_task_arguments(raw)
+    if kept is None:
+        assert "load_skills" not in out and "tools" not in out
+    else:
+        assert out["load_skills"] == kept
+        assert out["tools"] == kept
+    item = normalize_task_arguments({"tasks": [{"prompt": "x", "load_skills": sent}]})["tasks"][0]
+    assert item.get("load_skills") == kept
+
+
+@pytest.mark.parametrize("prompt", ["", "   ", "\n\t "])
+def test_a_blank_single_prompt_is_no_prompt_whether_or_not_normalized(prompt: str) -> None:
+    raw = {"prompt": prompt, "category": "quick"}
+    for params in (raw, normalize_task_arguments(raw)):
+        result = resolve_spawn_items(params, **TARGETS)
+        assert (result.kind, result.code) == ("error", "no_prompt_or_tasks")
+    batch = {"prompt": prompt, "tasks": [{"prompt": "Edit it.", "category": "quick"}]}
+    assert resolve_spawn_items(batch, **TARGETS).kind == "ok"  # a blank prompt is no prompt

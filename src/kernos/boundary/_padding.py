@@ -12,6 +12,7 @@ loops instead of generators, and no intermediate lists.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 #: Strings that mean "nothing" when a model puts them in an identifier field.
@@ -64,10 +65,13 @@ def identifier(value: Any) -> str | None:
 def string_list(value: Any) -> list[str] | None:
     """A list of identifiers: blank, null-word and non-string entries dropped; empty → absent.
 
-    A bare non-blank string is read as a one-entry list, which is what a model meant by it.
+    A bare non-blank string is read as a one-entry list, which is what a model meant by it; a
+    string holding a JSON array (``"[]"``, ``'["read"]'``, some serializers send lists so) is
+    read as the array it encodes.
     """
     if isinstance(value, str):
-        value = [value]
+        decoded = _json_array(value)
+        value = [value] if decoded is None else decoded
     elif not isinstance(value, _SEQUENCES):
         return None
     cleaned: list[str] = []
@@ -76,6 +80,18 @@ def string_list(value: Any) -> list[str] | None:
         if name is not None:
             cleaned.append(name)
     return cleaned or None
+
+
+def _json_array(text: str) -> list[Any] | None:
+    """The list a ``[...]`` JSON text encodes; ``None`` for any other text (never raises)."""
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")):
+        return None
+    try:
+        decoded = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    return decoded if isinstance(decoded, list) else None
 
 
 def boolean_flag(value: Any) -> bool | None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,10 +57,21 @@ def config_errors() -> Iterator[None]:
 
 
 def open_runtime(
-    config: Path | None, model: str | None = None, record: Path | None = None
+    config: Path | None,
+    model: str | None = None,
+    record: Path | None = None,
+    *,
+    store: bool = False,
 ) -> Runtime:
+    """Load the config (and, with ``store``, open the store now) and start the file log.
+
+    A config or state error (a damaged ``kernos.db``, a ``.kernos`` that is a file) is one line on
+    stderr and exit 2; the store opens before the log so a broken home gives one message, not two.
+    """
     with config_errors():
         runtime = Runtime.open(config, model=model, record=record)
+        if store:
+            runtime.store  # noqa: B018 (opened now so its errors come before anything runs)
     enable_file_log(runtime.home)
     return runtime
 
@@ -64,12 +79,49 @@ def open_runtime(
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+class _PrivateLog(logging.FileHandler):
+    """``kernos.log``, created ``0600``; a write that fails turns the file log off with one
+    warning instead of a traceback per record."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=False)
+
+    def _open(self) -> io.TextIOWrapper:
+        stream = open(  # noqa: SIM115 (the handler owns and closes it)
+            self.baseFilename, "a", encoding=self.encoding, errors=self.errors, opener=_private
+        )
+        with contextlib.suppress(OSError):  # an older, readable log is made private
+            if stat.S_IMODE(os.fstat(stream.fileno()).st_mode) & 0o077:
+                os.fchmod(stream.fileno(), 0o600)
+        return stream
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        logging.getLogger("kernos").removeHandler(self)
+        _no_file_log(Path(self.baseFilename), sys.exc_info()[1])
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
+def _no_file_log(path: Path, exc: BaseException | None) -> None:
+    reason = getattr(exc, "strerror", None) or str(exc)
+    err.print(
+        f"warning: cannot write the log file {path} ({reason}); continuing without it. Make "
+        "the directory writable or set KERNOS_HOME to one that is.",
+        markup=False,
+    )
+
+
 def enable_file_log(home: Path) -> Path | None:
     """Send kernos' own log records (INFO and up) to ``HOME/kernos.log``, once per process.
 
     The log is for people reading what happened later (an ignored task transition, a failing
-    ``after_output`` hook); the terminal keeps only the command's own status lines. A home that
-    cannot be written leaves logging as it was rather than failing the command.
+    ``after_output`` hook); the terminal keeps only the command's own status lines. A log that
+    cannot be opened or written turns file logging off with one warning on stderr; the command
+    itself goes on.
     """
     logger = logging.getLogger("kernos")
     path = home / "kernos.log"
@@ -77,9 +129,10 @@ def enable_file_log(home: Path) -> Path | None:
         if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename) == path:
             return path
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(path, encoding="utf-8", delay=True)
-    except OSError:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handler = _PrivateLog(path)
+    except OSError as exc:
+        _no_file_log(path, exc)
         return None
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     logger.addHandler(handler)

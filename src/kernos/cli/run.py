@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from kernos._app import run_agent
+from kernos._app import Interrupted, run_agent, run_until_signal
 from kernos.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -44,6 +45,11 @@ def activity(event: SessionEvent) -> None:
         err.print(Text.assemble(who, " ", mark, " ", _clip(first)))
 
 
+def _say_interrupted(signum: int) -> None:
+    name = signal.Signals(signum).name
+    err.print(f"{name} received: cancelling running tasks and stopping", markup=False)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_command(
@@ -67,20 +73,25 @@ def register(app: typer.Typer) -> None:
             prompt = sys.stdin.read()
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
-        runtime = open_runtime(config, model, record)
+        runtime = open_runtime(config, model, record, store=True)
         try:
             with config_errors():
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
                 outcome = asyncio.run(
-                    run_agent(
-                        runtime,
-                        prompt,
-                        agent=agent,
-                        wait=not no_wait,
-                        on_event=None if quiet else activity,
+                    run_until_signal(
+                        run_agent(
+                            runtime,
+                            prompt,
+                            agent=agent,
+                            wait=not no_wait,
+                            on_event=None if quiet else activity,
+                        ),
+                        on_signal=_say_interrupted,
                     )
                 )
+        except Interrupted as exc:
+            raise typer.Exit(exc.exit_code) from None
         finally:
             runtime.close()
         if outcome.text:

@@ -10,21 +10,38 @@ from typing import Annotated
 
 import typer
 
-from kernos.cli._common import EXIT_FAILED, ConfigOption, fail, open_runtime, write_stdout
-from kernos.tasks import TaskStore, render_output
+from kernos.cli._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    ConfigOption,
+    config_errors,
+    fail,
+    open_runtime,
+    write_stdout,
+)
+from kernos.tasks import TaskStore, render_event, render_output
 
 TaskId = Annotated[str, typer.Argument(help="A task id (t_…).")]
 
 
 @contextmanager
 def _store(config: ConfigOption) -> Iterator[TaskStore]:
-    runtime = open_runtime(config)
+    runtime = open_runtime(config, store=True)
     try:
-        store = TaskStore(runtime.store)
-        store.reconcile()
+        with config_errors():  # a damaged store (a task table missing) is exit 2 with the fix
+            store = TaskStore(runtime.store)
+            store.reconcile()
         yield store
     finally:
         runtime.close()
+
+
+#: SQLite's largest integer: the most ``--limit`` can mean.
+_MAX_LIMIT = 2**63 - 1
+
+
+def _unknown(task_id: str) -> typer.Exit:
+    return fail(f"no task {task_id} in the store; see `kernos tasks list`", EXIT_USAGE)
 
 
 def _when(stamp: float | None) -> str:
@@ -40,6 +57,8 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int, typer.Option("--limit", "-n", help="How many, newest first.")] = 50,
     ) -> None:
         """One line per task: id, status, residency, run epoch, target, label."""
+        if not 1 <= limit <= _MAX_LIMIT:
+            raise fail(f"--limit must be between 1 and {_MAX_LIMIT}; got {limit}")
         with _store(config) as store:
             rows = store.recent(limit)
             lines = [
@@ -65,11 +84,14 @@ def register(app: typer.Typer) -> None:
         with _store(config) as store:
             row = store.get(task_id)
             if row is None:
-                raise fail(f"no task {task_id}; see `kernos tasks list`", EXIT_FAILED)
+                raise _unknown(task_id)
             changes = [
                 e for e in store.events(task_id) if e["type"] in ("status", "revived", "residency")
             ]
-            history = [f"  {_when(e['created_at'])} {e['type']} {e['payload']}" for e in changes]
+            history = [
+                f"  {_when(e['created_at'])} {render_event(e['type'], e['payload'])}"
+                for e in changes
+            ]
             write_stdout("\n".join([render_output(row, [], "status", 0), "history:", *history]))
 
     @group.command("output")
@@ -81,7 +103,7 @@ def register(app: typer.Typer) -> None:
         """The task's transcript (all of it, or the last N lines)."""
         with _store(config) as store:
             if store.get(task_id) is None:
-                raise fail(f"no task {task_id}; see `kernos tasks list`", EXIT_FAILED)
+                raise _unknown(task_id)
             lines = store.transcript(task_id)
             write_stdout("\n".join(lines[-tail:] if tail else lines))
 
@@ -89,6 +111,8 @@ def register(app: typer.Typer) -> None:
     def cancel_command(task_id: TaskId, config: ConfigOption = None) -> None:
         """Cancel a pending or running task (its process stops it)."""
         with _store(config) as store:
+            if store.get(task_id) is None:
+                raise _unknown(task_id)
             changed, message = store.cancel(task_id)
             if not changed:
                 raise fail(message, EXIT_FAILED)

@@ -39,7 +39,7 @@ from kernos.runtime._secrets import (
     url_secrets,
 )
 from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
-from kernos.runtime._store import Migration, Store, redact
+from kernos.runtime._store import Migration, Store, StoreError, redact
 from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "Session",
     "SessionEvent",
     "Store",
+    "StoreError",
     "TasksConfig",
     "Watcher",
     "WorkspaceConfig",

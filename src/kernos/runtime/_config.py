@@ -242,9 +242,25 @@ def _raise_validation(file: Path | None, prefix: str, error: ValidationError) ->
     raise ConfigError(file, key, issue["msg"], "correct the value")
 
 
+def _read_text(path: Path) -> str:
+    """A config file's text; unreadable or non-UTF-8 is a :class:`ConfigError` saying so."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            path,
+            "(file)",
+            f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+            "save it as UTF-8",
+        ) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(path, "(file)", f"cannot be read ({reason})", "check the path") from None
+
+
 def parse_agent_file(path: Path) -> AgentConfig:
     """Read ``.kernos/agents/NAME.md``: a ``---`` front-matter block, then the instructions."""
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     meta: dict[str, Any] = {}
     body = text
     if text.startswith("---"):
@@ -289,13 +305,11 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
     data: dict[str, Any] = {}
     if file.exists():
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            data = tomllib.loads(_read_text(file))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(
                 file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax"
             ) from None
-        except OSError as exc:
-            raise ConfigError(file, "(file)", f"cannot read ({exc})", "check the path") from None
     elif explicit:
         raise ConfigError(file, "(file)", "does not exist", "pass an existing file to --config")
     data = _expand_env(data, file, "")

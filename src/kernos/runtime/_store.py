@@ -7,9 +7,12 @@ its own transaction; ``schema_migrations`` records what ran.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kernos.runtime._config import ConfigError
 from kernos.runtime._secrets import scrub_text
 
 Migration = tuple[int, str, str]
@@ -62,26 +66,155 @@ def redact(value: Any) -> Any:
     return value
 
 
+class StoreError(ConfigError):
+    """The store cannot be used: its file is damaged, missing a table, or cannot be created.
+
+    A state error (exit 2): the message names the file and says what to do, e.g. move a damaged
+    ``kernos.db`` aside so the next run starts a fresh one.
+    """
+
+    def __init__(self, path: Path | str | None, problem: str, fix: str) -> None:
+        super().__init__(path, "(store)", problem, fix)
+        self.args = (str(self),)
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.problem}; {self.fix}"
+
+
+#: Lock errors worth waiting out (another process is creating or migrating the same store).
+_BUSY = ("database is locked", "database table is locked", "database is busy")
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and any(b in str(exc) for b in _BUSY)
+
+
+def _is_damage(exc: BaseException) -> bool:
+    """A file that is not (or no longer) a SQLite database; plain SQL mistakes are not."""
+    return type(exc) is sqlite3.DatabaseError or (
+        isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc)
+    )
+
+
+def _damaged(path: Path | None, exc: BaseException) -> StoreError:
+    where = str(path) if path is not None else "the store"
+    return StoreError(
+        path,
+        f"not a readable kernos store ({exc})",
+        f"move it aside (mv {where} {where}.broken) and run again to start a fresh store",
+    )
+
+
+def _unopenable(path: Path, exc: BaseException) -> StoreError:
+    """Why the store's file or directory cannot be opened, with the fix for that case."""
+    home = path.parent
+    if home.exists() and not home.is_dir():
+        return StoreError(
+            home,
+            "is a file, not a directory, so the store cannot live there",
+            "move the file aside or set KERNOS_HOME to a directory",
+        )
+    for parent in home.parents:
+        if parent.exists() and not parent.is_dir():
+            return StoreError(
+                home,
+                f"cannot be created because {parent} is a file",
+                "set KERNOS_HOME to a directory you can write",
+            )
+    if path.is_dir():
+        return StoreError(
+            path,
+            "is a directory, not a database file",
+            "move it aside and run again to start a fresh store",
+        )
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return StoreError(
+        path,
+        f"cannot be opened for writing ({reason})",
+        f"make {home} and the file writable by you, or set KERNOS_HOME to a writable directory",
+    )
+
+
+def _created_private(path: Path) -> None:
+    """Create the database file ``0600`` before SQLite does (its ``-wal``/``-shm`` files copy
+    the database's mode); an existing file readable by others is made private."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        return
+    if stat.S_ISREG(mode) and mode & 0o077:
+        with contextlib.suppress(OSError):  # not ours to change: leave it as it is
+            os.chmod(path, stat.S_IMODE(mode) & 0o600)
+
+
+def _tables(migrations: Sequence[Migration]) -> set[str]:
+    """The tables a namespace's migrations leave behind (created and not dropped)."""
+    tables: set[str] = set()
+    for _, _, sql in sorted(migrations):
+        for match in _TABLE_DDL.finditer(sql):
+            verb, name = match.group(1).upper(), match.group(2)
+            if verb == "CREATE":
+                tables.add(name)
+            else:
+                tables.discard(name)
+    return tables
+
+
+_TABLE_DDL = re.compile(
+    r"\b(CREATE|DROP)\s+TABLE\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?[\"`\[]?(\w+)", re.I
+)
+
+
 class Store:
     """A thread-safe handle on the SQLite store.
 
     Args:
-        path: the database file; its directory is created. ``":memory:"`` for tests of pure code.
+        path: the database file, created ``0600``; its directory is created. ``":memory:"`` for
+            tests of pure code.
+        timeout: how long a write waits for another process's lock, in seconds.
+
+    Raises:
+        StoreError: the file or its directory cannot be created or opened, or it is not a kernos
+            store (garbage, truncated, a directory, a table missing).
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, timeout: float = 30.0) -> None:
         self.path = Path(path) if str(path) != ":memory:" else None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(
-            str(path), check_same_thread=False, isolation_level=None, timeout=30.0
-        )
-        self._conn.row_factory = sqlite3.Row
         if self.path is not None:
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            try:
+                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _created_private(self.path)
+                self._conn = sqlite3.connect(
+                    str(path), check_same_thread=False, isolation_level=None, timeout=timeout
+                )
+            except (OSError, sqlite3.Error) as exc:
+                raise _unopenable(self.path, exc) from None
+        else:
+            self._conn = sqlite3.connect(
+                ":memory:", check_same_thread=False, isolation_level=None, timeout=timeout
+            )
+        try:
+            self._setup()
+        except StoreError:
+            self._conn.close()
+            raise
+        except sqlite3.Error as exc:
+            self._conn.close()
+            if _is_damage(exc):
+                raise _damaged(self.path, exc) from None
+            if self.path is not None:
+                raise _unopenable(self.path, exc) from None
+            raise
+
+    def _setup(self) -> None:
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        if self.path is not None:
+            self._wal()
         self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " namespace TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL,"
@@ -89,42 +222,94 @@ class Store:
         )
         self.migrate("runtime", _RUNTIME_MIGRATIONS)
 
+    def _wal(self) -> None:
+        # Switching to WAL takes an exclusive lock without SQLite's busy handler: when several
+        # processes open a fresh store at once, the losers see "database is locked". Wait it out.
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
+
     @classmethod
     def open(cls, home: Path) -> Store:
-        """The store of a kernos home: ``HOME/kernos.db``."""
+        """The store of a kernos home: ``HOME/kernos.db``.
+
+        Raises:
+            StoreError: see :class:`Store`.
+        """
         return cls(home / "kernos.db")
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
 
+    def _applied(self, namespace: str) -> set[int]:
+        return {
+            row[0]
+            for row in self._conn.execute(
+                "SELECT version FROM schema_migrations WHERE namespace = ?", (namespace,)
+            )
+        }
+
     def migrate(self, namespace: str, migrations: Sequence[Migration]) -> list[int]:
-        """Apply the migrations of ``namespace`` not applied yet; returns the versions applied."""
+        """Apply the migrations of ``namespace`` not applied yet; returns the versions applied.
+
+        Safe when several processes open a fresh store at once: what is applied is read again
+        inside each migration's write transaction, so a version another process just applied is
+        skipped, not run twice.
+
+        Raises:
+            StoreError: the file is damaged, or a table the migrations made is missing.
+        """
         applied: list[int] = []
         with self._lock:
-            done = {
-                row[0]
-                for row in self._conn.execute(
-                    "SELECT version FROM schema_migrations WHERE namespace = ?", (namespace,)
-                )
-            }
-            for version, name, sql in sorted(migrations):
-                if version in done:
-                    continue
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for statement in _split_sql(sql):
-                        self._conn.execute(statement)
-                    self._conn.execute(
-                        "INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
-                        (namespace, version, name, time.time()),
-                    )
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                applied.append(version)
+            try:
+                done = self._applied(namespace)  # the common case: nothing to do, no write lock
+                for version, name, sql in sorted(migrations):
+                    if version in done:
+                        continue
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        if version in self._applied(namespace):
+                            self._conn.execute("COMMIT")  # another process applied it meanwhile
+                            continue
+                        for statement in _split_sql(sql):
+                            self._conn.execute(statement)
+                        self._conn.execute(
+                            "INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
+                            (namespace, version, name, time.time()),
+                        )
+                        self._conn.execute("COMMIT")
+                    except BaseException:
+                        self._conn.execute("ROLLBACK")
+                        raise
+                    applied.append(version)
+                self._check_tables(namespace, migrations)
+            except sqlite3.DatabaseError as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.path, exc) from None
+                raise
         return applied
+
+    def _check_tables(self, namespace: str, migrations: Sequence[Migration]) -> None:
+        expected = _tables(migrations)
+        if not expected:
+            return
+        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        present = {row[0] for row in rows}
+        missing = sorted(expected - present)
+        if missing:
+            raise StoreError(
+                self.path,
+                f"the {namespace} table {missing[0]} is missing although its migration is "
+                "recorded (the file was changed outside kernos)",
+                "move the file aside and run again to start a fresh store",
+            )
 
     def versions(self, namespace: str) -> list[int]:
         return [
@@ -137,13 +322,23 @@ class Store:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement; returns ``lastrowid``."""
-        with self._lock:
+        with self._lock, self._translated():
             cursor = self._conn.execute(sql, tuple(params))
             return cursor.lastrowid or 0
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock, self._translated():
             return list(self._conn.execute(sql, tuple(params)))
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """A file found damaged mid-use is a :class:`StoreError`; SQL mistakes stay as they are."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if _is_damage(exc):
+                raise _damaged(self.path, exc) from None
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

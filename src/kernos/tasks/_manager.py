@@ -550,6 +550,10 @@ class TaskManager:
             record.runner.cancel()
         return True
 
+    def cancel_all(self, reason: str) -> list[TaskRecord]:
+        """Stop every pending or running child (``kernos run`` on SIGINT/SIGTERM); returns them."""
+        return [record for record in list(self.records.values()) if self.cancel(record, reason)]
+
     def interrupt(self, record: TaskRecord) -> bool:
         """Stop a running child after its current step; its status becomes ``interrupted``."""
         if record.status != TaskStatus.RUNNING or record.session is None:
@@ -632,6 +636,12 @@ class SessionAttachment:
 
     async def wait_change(self) -> None:
         await self.manager.wait_change(self.session)
+
+    async def cancel(self, reason: str) -> None:
+        """Stop every child now, each recorded ``cancelled`` with ``reason``."""
+        self.manager.cancel_all(reason)
+        await self.manager.wait_all()
+        self.manager.store.flush()
 
     async def aclose(self, *, wait: bool) -> None:
         await self.manager.aclose(wait=wait)

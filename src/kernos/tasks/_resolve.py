@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kernos.boundary import ToolError
+from kernos.boundary import ToolError, non_blank_text
 
 #: The most items one ``tasks`` batch may carry.
 MAX_BATCH = 16
@@ -359,7 +359,8 @@ def resolve_spawn_items(
     agent_names: Sequence[str] | None = agents if type(agents) is tuple else _names(agents)
     top = _fields(params)
 
-    prompt = top.get("prompt")
+    # a blank prompt is no prompt, whether or not normalization ran first
+    prompt = non_blank_text(top.get("prompt"))
     tasks = top.get("tasks")
     if tasks is None:
         if not prompt:

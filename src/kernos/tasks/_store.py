@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from kernos.runtime import Store, redact
 from kernos.tasks._state import ACTIVE, Residency, TaskStatus
+
+log = logging.getLogger("kernos.tasks")
 
 MIGRATIONS = [
     (
@@ -79,6 +83,46 @@ _COLUMNS = frozenset(
 )  # fmt: skip
 
 
+_INSERT_EVENT = (
+    "INSERT INTO task_events (task_id, seq, type, payload, created_at) "
+    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM task_events WHERE task_id = ?"
+)
+
+#: How long the loop waits before retrying writes a locked or failing store did not take.
+_RETRY_SECONDS = 0.5
+
+#: Errors of one statement that retrying cannot fix; the rest of the flush goes on without it.
+_WRITE_ERRORS = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
+                 sqlite3.DataError, OverflowError, ValueError)  # fmt: skip
+
+
+def _apply(conn: sqlite3.Connection, ops: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+    """Run ``ops`` in the open transaction; returns ``(sql, error)`` for each one dropped.
+
+    A failing statement undoes only itself (SQLite's statement-level ABORT), so the transaction
+    stays usable. Text SQLite cannot encode (a lone surrogate a model sent) is stored cleaned.
+    """
+    dropped: list[tuple[str, BaseException]] = []
+    for sql, params in ops:
+        try:
+            conn.execute(sql, tuple(params))
+        except UnicodeEncodeError:
+            try:
+                conn.execute(sql, tuple(_encodable(p) for p in params))
+            except _WRITE_ERRORS as exc:
+                dropped.append((sql, exc))
+        except _WRITE_ERRORS as exc:
+            dropped.append((sql, exc))
+    return dropped
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with lone surrogates replaced by U+FFFD (pairs are joined)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
 def process_start(pid: int) -> str | None:
     """When process ``pid`` started (clock ticks since boot, Linux); ``None`` when unknown."""
     try:
@@ -114,7 +158,6 @@ class TaskStore:
         self.store = store
         store.migrate("tasks", MIGRATIONS)
         self._ops: list[tuple[str, Sequence[Any]]] = []
-        self._seq: dict[str, int] = {}
         self._scheduled = False
         self.pid = _OWNER_PID
         self.started = _OWNER_STARTED
@@ -130,17 +173,39 @@ class TaskStore:
             self.flush()
             return
         self._scheduled = True
-        loop.call_soon(self.flush)
+        loop.call_soon(self._flush_soon, loop)
+
+    def _flush_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop's flush: a store that cannot take the writes now (locked, full) keeps them
+        and tries again shortly instead of raising into the event loop."""
+        try:
+            self.flush()
+        except Exception as exc:
+            log.warning("task store: %d write(s) kept for a retry: %s", len(self._ops), exc)
+            if not self._scheduled and not loop.is_closed():
+                self._scheduled = True
+                loop.call_later(_RETRY_SECONDS, self._flush_soon, loop)
 
     def flush(self) -> None:
-        """Commit every buffered write in one transaction."""
+        """Commit every buffered write in one transaction.
+
+        A write that can never be stored (a constraint it breaks, a value SQLite cannot take) is
+        dropped and logged on its own; the other writes of the same flush still commit. When the
+        transaction itself fails (the store is locked, closed or full) nothing is lost: every
+        write stays buffered, ahead of newer ones, for the next flush, and the error is raised.
+        """
         self._scheduled = False
         if not self._ops:
             return
         ops, self._ops = self._ops, []
-        with self.store.transaction() as conn:
-            for sql, params in ops:
-                conn.execute(sql, tuple(params))
+        try:
+            with self.store.transaction() as conn:
+                dropped = _apply(conn, ops)
+        except BaseException:
+            self._ops[:0] = ops
+            raise
+        for sql, exc in dropped:
+            log.error("task store: dropped a write that cannot be stored (%s): %s", exc, sql)
 
     def insert(self, row: dict[str, Any]) -> None:
         row = {
@@ -152,7 +217,6 @@ class TaskStore:
         keys = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         self._write(f"INSERT INTO tasks ({keys}) VALUES ({marks})", list(row.values()))
-        self._seq[row["id"]] = 0
 
     def update(self, task_id: str, **fields: Any) -> None:
         unknown = set(fields) - _COLUMNS
@@ -166,20 +230,13 @@ class TaskStore:
         self._write(f"UPDATE tasks SET {sets} WHERE id = ?", [*fields.values(), task_id])
 
     def event(self, task_id: str, kind: str, payload: dict[str, Any]) -> None:
-        """Append one event (secrets redacted)."""
-        seq = self._seq.get(task_id)
-        if seq is None:
-            self.flush()
-            rows = self.store.query(
-                "SELECT COALESCE(MAX(seq), 0) FROM task_events WHERE task_id = ?", (task_id,)
-            )
-            seq = int(rows[0][0])
-        self._seq[task_id] = seq + 1
+        """Append one event (secrets redacted).
+
+        Its ``seq`` is allocated by the INSERT itself, inside the flush's write transaction, so
+        another process appending to the same task (``kernos tasks cancel``) never collides.
+        """
         data = json.dumps(redact(payload), ensure_ascii=False, default=str)
-        self._write(
-            "INSERT INTO task_events (task_id, seq, type, payload, created_at) VALUES (?,?,?,?,?)",
-            (task_id, seq + 1, kind, data, time.time()),
-        )
+        self._write(_INSERT_EVENT, (task_id, kind, data, time.time(), task_id))
 
     def new_id_taken(self, task_id: str) -> bool:
         self.flush()
@@ -286,5 +343,14 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
     if kind == "status":
         why = f" — {payload['why']}" if payload.get("why") else ""
         epoch = f" (run epoch {payload['epoch']})" if payload.get("epoch") else ""
-        return f"[status] {payload.get('from')} → {payload.get('to')}{epoch}{why}"
-    return f"[{kind}] {json.dumps(payload, ensure_ascii=False, default=str)}"
+        start = payload.get("from") or "created"
+        return f"[status] {start} → {payload.get('to')}{epoch}{why}"
+    fields = " ".join(f"{key}={_plain(value)}" for key, value in payload.items())
+    return f"[{kind}] {fields}" if fields else f"[{kind}]"
+
+
+def _plain(value: Any) -> str:
+    """A payload value as a person reads it: text as is, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)

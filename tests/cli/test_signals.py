@@ -1,0 +1,100 @@
+"""SIGINT and SIGTERM on a real `kernos run` with a background child still running: one line on
+stderr, the child recorded ``cancelled`` (not ``lost`` or ``completed``), exit 130 / 143."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests.conftest import KERNOS
+
+CONFIG = """
+default_model = "openai-chat:test"
+
+[agents.main]
+instructions = "MAIN-AGENT: you coordinate."
+
+[agents.explore]
+description = "Read-only research"
+instructions = "EXPLORE-AGENT: you research."
+"""
+SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+         "run_in_background": True}  # fmt: skip
+
+
+def agent_is(marker: str) -> Callable[[dict[str, Any]], bool]:
+    def match(request: dict[str, Any]) -> bool:
+        first = (request.get("messages") or [{}])[0]
+        return marker in str(first.get("content", ""))
+
+    return match
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def status_of_children(home: Path) -> list[str]:
+    try:
+        with sqlite3.connect(home / "kernos.db") as db:
+            return [row[0] for row in db.execute("SELECT status FROM tasks")]
+    except sqlite3.OperationalError:
+        return []
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_cancels_the_children_and_exits(
+    server: FakeOpenAIServer, gate: threading.Event, tmp_path: Path, signum: int, code: int
+) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT")),
+        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gate),
+    )
+    home = tmp_path / ".kernos"
+    env = {**os.environ, **server.env(), "KERNOS_HOME": str(home)}
+    proc = subprocess.Popen(
+        [KERNOS, "run", "survey it", "-q"], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while status_of_children(home) != ["running"]:
+            assert time.monotonic() < deadline, "the child never started"
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        out, errors = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, errors
+    name = signal.Signals(signum).name
+    assert errors.splitlines() == [f"{name} received: cancelling running tasks and stopping"]
+    assert out == ""
+    assert status_of_children(home) == ["cancelled"]
+    listed = subprocess.run(
+        [KERNOS, "tasks", "list"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert listed.stdout.split("\t")[1:3] == ["cancelled", "disposed"]
+    shown = subprocess.run(
+        [KERNOS, "tasks", "output", listed.stdout.split("\t")[0]], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "[status] running → cancelled (run epoch 1) — the run was interrupted" in shown.stdout

@@ -1,0 +1,73 @@
+"""The task store's write buffer: a flush that fails keeps or isolates what it could not commit,
+and event numbers are allocated by the database, so two processes never collide."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernos.runtime import Store
+from kernos.tasks import TaskStore
+
+
+def row(task_id: str) -> dict[str, Any]:
+    return {"id": task_id, "parent_session": "s_parent", "target_kind": "agent",
+            "target": "explore", "model": "openai-chat:test", "status": "pending",
+            "residency": "resident", "created_at": time.time()}  # fmt: skip
+
+
+def test_a_write_that_breaks_a_constraint_does_not_drop_the_others(tmp_path: Path) -> None:
+    tasks = TaskStore(Store(tmp_path / "kernos.db"))
+    tasks.insert(row("t_00000001"))
+
+    async def one_loop_turn() -> None:  # buffered together, committed by one flush
+        tasks.update("t_00000001", status="running")
+        tasks.insert(row("t_00000001"))  # a duplicate id: this write alone cannot be stored
+        tasks.insert(row("t_00000002"))
+        tasks.event("t_00000002", "status", {"from": None, "to": "pending"})
+        tasks.update("t_00000002", final_text="done \ud800 ok")  # a lone surrogate from a model
+        tasks.flush()
+
+    asyncio.run(one_loop_turn())
+    assert tasks.get("t_00000001")["status"] == "running"  # type: ignore[index]
+    assert tasks.get("t_00000002")["final_text"] == "done \ufffd ok"  # type: ignore[index]
+    assert [e["type"] for e in tasks.events("t_00000002")] == ["status"]
+
+
+def test_a_locked_store_keeps_the_writes_for_the_next_flush(tmp_path: Path) -> None:
+    path = tmp_path / "kernos.db"
+    tasks = TaskStore(Store(path, timeout=0.05))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+
+    async def writes() -> None:
+        tasks.insert(row("t_00000003"))
+        tasks.event("t_00000003", "status", {"from": None, "to": "pending"})
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            tasks.flush()
+
+    asyncio.run(writes())
+    other.execute("ROLLBACK")
+    other.close()
+    tasks.flush()
+    assert tasks.get("t_00000003") is not None
+    assert [e["seq"] for e in tasks.events("t_00000003")] == [1]
+
+
+def test_two_stores_on_one_file_number_events_without_colliding(tmp_path: Path) -> None:
+    owner = TaskStore(Store(tmp_path / "kernos.db"))
+    canceller = TaskStore(Store(tmp_path / "kernos.db"))
+    owner.insert(row("t_00000004"))
+    owner.event("t_00000004", "status", {"from": None, "to": "pending"})
+    canceller.request_cancel("t_00000004")
+    owner.event("t_00000004", "status", {"from": "pending", "to": "cancelled"})
+    assert [(e["seq"], e["type"]) for e in owner.events("t_00000004")] == [
+        (1, "status"),
+        (2, "cancel_requested"),
+        (3, "status"),
+    ]
