@@ -45,7 +45,17 @@ async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None
     return manager.attachment(session)
 
 
-ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks)
+async def _attach_tools(runtime: Runtime, session: Session) -> Attachment | None:
+    """Workspace tools, ``[tools.NAME]`` functions and plugins, as the agent's ``tools`` selects."""
+    from kernos.tools import agent_tools
+
+    session.add_tools(
+        agent_tools(runtime.config, session.agent, present=session.tools.__contains__)
+    )
+    return None
+
+
+ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks, _attach_tools)
 
 
 @dataclass(frozen=True)
