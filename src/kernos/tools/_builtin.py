@@ -11,7 +11,7 @@ import asyncio
 import codecs
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -178,7 +178,7 @@ def _cut(line: str, limit: int) -> str:
 def read_file(workspace: WorkspacePaths, args: ReadFileArgs) -> str:
     """Numbered lines of one file, from ``offset`` for ``limit`` lines, capped."""
     real = workspace.resolve(args.path)
-    shown = workspace.display(real)
+    shown = workspace.display(_lexical(workspace, args.path))  # as named, even through a link
     lines = _text_of(workspace, real, shown).splitlines()
     total = len(lines)
     if total == 0:
@@ -216,26 +216,31 @@ def read_file(workspace: WorkspacePaths, args: ReadFileArgs) -> str:
 # -- walking ------------------------------------------------------------------------------------
 
 
-def _directory(workspace: WorkspacePaths, path: str) -> tuple[Path, Path]:
-    """The lexical directory to walk (inside a root) and its resolved form."""
-    real = workspace.resolve(path, directory=True)
+def _lexical(workspace: WorkspacePaths, path: str) -> Path:
     given = Path(path)
-    lexical = given if given.is_absolute() else workspace.roots[0] / given
-    return Path(os.path.normpath(lexical)), real
+    return Path(os.path.normpath(given if given.is_absolute() else workspace.roots[0] / given))
 
 
-def _files(workspace: WorkspacePaths, base: Path) -> Iterator[Path]:
-    """Visible files under ``base``, directories in name order; symlinked directories are not
-    entered (no loops), hidden and denied paths never yielded."""
+def _directory(workspace: WorkspacePaths, path: str) -> Path:
+    """The lexical directory to walk, once the policy has allowed it."""
+    workspace.resolve(path, directory=True)
+    return _lexical(workspace, path)
+
+
+def _files(workspace: WorkspacePaths, base: Path) -> list[Path]:
+    """Visible files under ``base``, sorted by path; symlinked directories are not entered (no
+    loops), hidden and denied paths never returned."""
+    found: list[Path] = []
     for current, dirnames, filenames in os.walk(base, followlinks=False):
         here = Path(current)
-        dirnames[:] = sorted(
+        dirnames[:] = [
             d for d in dirnames if not (here / d).is_symlink() and workspace.visible(here / d)
-        )
-        for name in sorted(filenames):
+        ]
+        for name in filenames:
             candidate = here / name
             if workspace.visible(candidate) and candidate.is_file():
-                yield candidate
+                found.append(candidate)
+    return sorted(found, key=lambda p: p.relative_to(base).as_posix())
 
 
 def _check_glob(pattern: str, field: str) -> None:
@@ -257,7 +262,7 @@ def _matcher(pattern: str, *, names_anywhere: bool) -> Callable[[str], bool]:
 def list_files(workspace: WorkspacePaths, args: ListFilesArgs) -> str:
     """Files under ``path`` matching ``pattern``, sorted, capped."""
     _check_glob(args.pattern, "pattern")
-    base, _ = _directory(workspace, args.path)
+    base = _directory(workspace, args.path)
     matches = _matcher(args.pattern, names_anywhere=False)
     found = sorted(
         workspace.display(f)
@@ -288,7 +293,7 @@ def search_files(workspace: WorkspacePaths, args: SearchFilesArgs) -> str:
         ) from None
     if args.glob is not None:
         _check_glob(args.glob, "glob")
-    base, _ = _directory(workspace, args.path)
+    base = _directory(workspace, args.path)
     wanted = _matcher(args.glob, names_anywhere=True) if args.glob else None
     lines: list[str] = []
     more = skipped = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from kernos.tools._select import (
 )
 
 TOOLS_GROUP = "kernos.tools"
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 #: kernos' other tools an agent's ``tools`` may name (the task tool grants them to children).
 #: TODO(toolsets): the union of every toolset's names replaces this list (issue 9 §1).
@@ -63,9 +66,10 @@ class ToolEntry:
 
     @property
     def summary(self) -> str:
-        """The description's first line."""
-        text = self.spec.description.strip()
-        return text.splitlines()[0] if text else ""
+        """The description's first sentence, on one line."""
+        text = " ".join(self.spec.description.split())
+        first = text.split(". ", 1)[0].rstrip(".")
+        return first if len(first) <= 100 else first[:97] + "..."
 
 
 def default_workspace(config: Config, cwd: Path | None = None) -> LocalWorkspace:
@@ -157,6 +161,13 @@ def _function_specs(config: Config, cwd: Path) -> list[ToolSpec[Any]]:
     specs: list[ToolSpec[Any]] = []
     for name, table in config.tools.items():
         key = f"tools.{name}.function"
+        if not _TOOL_NAME.match(name):
+            raise ConfigError(
+                config.path,
+                f"tools.{name}",
+                f"{name!r} is not a valid tool name",
+                "use 1-64 letters, digits, '_' or '-'",
+            )
         target = load_function(table.function, key=key, file=config.path)
         try:
             if isinstance(target, ToolSpec):
@@ -167,13 +178,6 @@ def _function_specs(config: Config, cwd: Path) -> list[ToolSpec[Any]]:
                 spec = function_tool(
                     target, name=name, description=table.description, max_retries=config.retries
                 )
-        except ValueError:
-            raise ConfigError(
-                config.path,
-                f"tools.{name}",
-                f"{name!r} is not a valid tool name",
-                "use 1-64 letters, digits, '_' or '-'",
-            ) from None
         except TypeError as exc:
             raise ConfigError(config.path, key, str(exc), "point it at a plain function") from None
         specs.append(spec)
@@ -232,15 +236,14 @@ class ToolCatalog:
                 continue
             known = ", ".join(self.entries) or "(none)"
             shown = ", ".join(repr(u) for u in unknown)
-            fix = claude_code_hint(unknown)
+            hint = claude_code_hint(unknown)
             raise ConfigError(
                 agent.source or self.config.path,
                 f"agents.{name}.tools",
-                f"{shown} {'matches' if len(unknown) == 1 else 'match'} no tool",
-                f"{fix}; write: tools = [...] with names from: {known}"
-                if fix
-                else f"available tools: {known}; add a [tools.NAME] function or an [mcp.NAME] "
-                "server for others",
+                f"{shown} {'matches' if len(unknown) == 1 else 'match'} no tool"
+                + (f"; {hint}" if hint else ""),
+                f"use names from the available tools: {known}"
+                + ("" if hint else "; add a [tools.NAME] function or an [mcp.NAME] server"),
             )
 
 

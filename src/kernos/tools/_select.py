@@ -94,20 +94,25 @@ def mcp_later(servers: Collection[str] | None) -> Callable[[str], bool]:
 
 
 def claude_code_hint(patterns: Sequence[str]) -> str | None:
-    """A sentence for tool names written for Claude Code (``Read, Grep, Glob``), or ``None``."""
+    """What kernos calls tool names written for Claude Code (``Read, Grep, Glob``), or ``None``."""
     found = [p for p in patterns if p.casefold() in CLAUDE_CODE_TOOLS]
     if not found:
         return None
     renamed = [
-        f"{p} → {CLAUDE_CODE_TOOLS[p.casefold()]}" for p in found if CLAUDE_CODE_TOOLS[p.casefold()]
+        f"{p} {CLAUDE_CODE_TOOLS[p.casefold()]}" for p in found if CLAUDE_CODE_TOOLS[p.casefold()]
     ]
     missing = [p for p in found if not CLAUDE_CODE_TOOLS[p.casefold()]]
+    them = (
+        f"{found[0]} is a Claude Code tool name"
+        if len(found) == 1
+        else f"{', '.join(found)} are Claude Code tool names"
+    )
     parts = []
     if renamed:
-        parts.append("kernos calls them " + ", ".join(renamed))
+        parts.append("kernos calls " + " and ".join(renamed))
     if missing:
         parts.append(
-            f"{', '.join(missing)}: kernos has no built-in shell, editing or web tools; add them "
-            "through an MCP server or a [tools.NAME] function"
+            f"kernos has no built-in {', '.join(missing)} (add one through an MCP server or a "
+            "[tools.NAME] function)"
         )
-    return f"{', '.join(found)} are Claude Code tool names; " + "; ".join(parts)
+    return f"{them}: " + "; ".join(parts)
