@@ -58,7 +58,7 @@ async def test_read_file_offset_and_limit(ws: Path) -> None:
     result = await call(ws, "read_file", {"path": "README.md", "offset": 2, "limit": 1})
     assert result.text == (
         "README.md lines 2-2 of 3:\n     2\thello world\n"
-        "[1 more lines; call read_file with offset=3 to continue]"
+        "[1 line more; call read_file with offset=3 to continue]"
     )
     past = await call(ws, "read_file", {"path": "README.md", "offset": 9})
     assert past.code == "offset_out_of_range"
@@ -69,7 +69,7 @@ async def test_read_file_long_files_come_in_pages(ws: Path) -> None:
     (ws / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 2501)))
     first = await call(ws, "read_file", {"path": "big.txt"})
     assert first.text.startswith("big.txt lines 1-2000 of 2500:\n")
-    assert first.text.endswith("[500 more lines; call read_file with offset=2001 to continue]")
+    assert first.text.endswith("[500 lines more; call read_file with offset=2001 to continue]")
     rest = await call(ws, "read_file", {"path": "big.txt", "offset": 2001, "limit": 5000})
     assert rest.text.splitlines()[1] == "  2001\tline 2001"
     assert rest.text.splitlines()[-1] == "  2500\tline 2500"
@@ -249,3 +249,13 @@ def test_schemas_show_required_fields_only_where_needed(ws: Path) -> None:
     assert "required" not in specs["list_files"].schema()
     assert specs["search_files"].schema()["required"] == ["pattern"]
     assert all(s.schema()["additionalProperties"] is False for s in specs.values())
+
+
+async def test_system_files_are_refused_even_under_a_root_and_hidden_can_be_allowed(
+    ws: Path,
+) -> None:
+    [read, *_] = builtin_tools(LocalWorkspace([Path("/")]))
+    environ = await call_tool(read, {"path": "/proc/self/environ"})
+    assert environ.code == "path_refused" and "is a system file" in environ.text
+    [read, *_] = builtin_tools(LocalWorkspace([ws], allow_hidden=True))
+    assert (await call_tool(read, {"path": ".env"})).text == ".env (1 line):\n     1\tSECRET=1"

@@ -171,6 +171,10 @@ def _text_of(workspace: WorkspacePaths, real: Path, shown: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def _lines(count: int) -> str:
+    return f"{count} line" if count == 1 else f"{count} lines"
+
+
 def _cut(line: str, limit: int) -> str:
     return line if len(line) <= limit else line[:limit] + " …[line cut]"
 
@@ -187,7 +191,7 @@ def read_file(workspace: WorkspacePaths, args: ReadFileArgs) -> str:
     if start > total:
         raise ToolError(
             "offset_out_of_range",
-            f"offset {start} is past the end of {shown} ({total} lines); "
+            f"offset {start} is past the end of {shown} ({_lines(total)}); "
             f"use an offset from 1 to {total}",
         )
     count = min(args.limit or READ_LINES, READ_LINES)
@@ -202,11 +206,11 @@ def read_file(workspace: WorkspacePaths, args: ReadFileArgs) -> str:
         used += len(line) + 1
         end = number
     if start == 1 and end == total:
-        head = f"{shown} ({total} lines):"
+        head = f"{shown} ({_lines(total)}):"
     else:
         head = f"{shown} lines {start}-{end} of {total}:"
     tail = (
-        f"\n[{total - end} more lines; call read_file with offset={end + 1} to continue]"
+        f"\n[{_lines(total - end)} more; call read_file with offset={end + 1} to continue]"
         if end < total
         else ""
     )

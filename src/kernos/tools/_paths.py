@@ -18,6 +18,9 @@ from kernos.boundary import ToolError
 #: the default cap on a file a built-in tool reads (checked with ``stat`` before a byte is read)
 MAX_FILE_BYTES = 10 * 1024 * 1024
 
+#: never files, whatever the roots say (``/proc/self/environ`` reads as every secret in the env)
+_SYSTEM = (Path("/proc"), Path("/sys"), Path("/dev"))
+
 
 class PathRefused(ToolError):
     """A model-supplied path the workspace does not allow; the message says what to do instead."""
@@ -70,10 +73,12 @@ class LocalWorkspace:
         *,
         denied: Iterable[Path] = (),
         max_file_bytes: int = MAX_FILE_BYTES,
+        allow_hidden: bool = False,
     ) -> None:
         self._roots = tuple(Path(r).resolve() for r in (roots or [Path.cwd()]))
         self._denied = tuple(Path(d).resolve() for d in denied)
         self._max = max_file_bytes
+        self._allow_hidden = allow_hidden
 
     @property
     def roots(self) -> Sequence[Path]:
@@ -97,10 +102,14 @@ class LocalWorkspace:
         root = self._root_of(path)
         if root is None:
             return f"is outside the workspace (roots: {self._roots_text()})"
+        if any(path == s or path.is_relative_to(s) for s in _SYSTEM):
+            return "is a system file (/proc, /sys, /dev), which tools may not read"
         for denied in self._denied:
             if path == denied or path.is_relative_to(denied):
                 return "is kernos' own state or configuration, which tools may not read"
-        if any(part.startswith(".") for part in path.relative_to(root).parts):
+        if not self._allow_hidden and any(
+            part.startswith(".") for part in path.relative_to(root).parts
+        ):
             return "is hidden (a path component starts with '.'), and hidden paths are not shown"
         return None
 
