@@ -259,3 +259,11 @@ async def test_system_files_are_refused_even_under_a_root_and_hidden_can_be_allo
     assert environ.code == "path_refused" and "is a system file" in environ.text
     [read, *_] = builtin_tools(LocalWorkspace([ws], allow_hidden=True))
     assert (await call_tool(read, {"path": ".env"})).text == ".env (1 line):\n     1\tSECRET=1"
+
+
+async def test_read_file_caps_the_text_of_one_call(ws: Path) -> None:
+    (ws / "wide.txt").write_text(("y" * 1000 + "\n") * 300)
+    result = await call(ws, "read_file", {"path": "wide.txt"})
+    assert len(result.text) <= 100_000 + 200
+    assert result.text.startswith("wide.txt lines 1-99 of 300:\n")
+    assert result.text.endswith("[201 lines more; call read_file with offset=100 to continue]")

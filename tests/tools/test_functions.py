@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Literal
 
+from hypothesis import given
+from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
 from kernos.boundary import ToolContext, ToolError, call_tool
@@ -153,3 +155,24 @@ def test_star_args_are_refused() -> None:
         assert "takes *args; a tool function needs named parameters only" in str(exc)
     else:  # pragma: no cover
         raise AssertionError("expected TypeError")
+
+
+PADDING = st.sampled_from([None, "", "  ", [], {}, "null", "None", "undefined"])
+NULL_TEXT = ("null", "None", "undefined")
+
+
+@given(
+    city=st.one_of(PADDING, st.text()),
+    optional=st.dictionaries(
+        st.sampled_from(["units", "days", "detailed", "tags", "note"]), PADDING, max_size=5
+    ),
+)
+def test_property_required_kept_padding_never_passes(
+    city: object, optional: dict[str, object]
+) -> None:
+    prepared = function_tool(lookup).prepare({"city": city, **optional})
+    assert prepared.pop("city") == city  # a required parameter is never stripped or changed
+    # padding survives only where it is a value: None where the default differs
+    # (note: str | None = "keep"), and a null word in a plain text parameter
+    assert set(prepared) <= {"note"}
+    assert prepared.get("note", None) in (None, *NULL_TEXT)
