@@ -9,7 +9,6 @@ import typer
 
 from kernos.cli._common import EXIT_OK, ConfigOption, config_errors, err, write_stdout
 from kernos.runtime import load_config
-from kernos.tools import load_catalog
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +19,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
         """List the tools an agent gets (built-in, functions, plugins) with their source."""
+        from kernos.tools import load_catalog
+
         with config_errors():
             loaded = load_config(config)
             loaded.agent(agent)

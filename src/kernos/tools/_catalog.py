@@ -73,7 +73,12 @@ class ToolEntry:
 
 
 def default_workspace(config: Config, cwd: Path | None = None) -> LocalWorkspace:
-    """The working directory, without kernos' state directory and config file."""
+    """The working directory, without kernos' state directory and config file.
+
+    TODO(integration): build it from the runtime's workspace policy (``[workspace] roots``,
+    ``allow_hidden``, its denied paths) — ``LocalWorkspace(policy.roots, denied=policy.denied,
+    allow_hidden=policy.allow_hidden)`` — or make that policy satisfy :class:`WorkspacePaths`.
+    """
     denied = [config.home] + ([config.path] if config.path is not None else [])
     return LocalWorkspace([cwd or Path.cwd()], denied=denied)
 
