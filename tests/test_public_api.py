@@ -14,6 +14,7 @@ PACKAGES = [
     "kernos.tasks",
     "kernos.output",
     "kernos.compress",
+    "kernos.tools",
 ]
 
 #: names the specs promise to external tests

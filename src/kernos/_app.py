@@ -59,23 +59,45 @@ async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None
     return manager.attachment(session)
 
 
+async def _attach_tools(runtime: Runtime, session: Session) -> Attachment | None:
+    """Workspace tools, ``[tools.NAME]`` functions and plugins, as the agent's ``tools`` selects."""
+    from kernos.tools import agent_tools
+
+    session.add_tools(
+        agent_tools(runtime.config, session.agent, present=session.tools.__contains__)
+    )
+    return None
+
+
 async def _attach_mcp(runtime: Runtime, session: Session) -> Attachment | None:
     """MCP servers: ``<server>__<tool>`` for every ``[mcp.NAME]`` server (started here, stopped
     when the run ends)."""
     if not runtime.config.mcp:
         return None
-    from kernos.tools import McpServers
+    from kernos.tools import McpServers, select_mcp_tools
 
     servers = McpServers(runtime.config)
     try:
-        session.add_tools(await servers.tools(session))
+        chosen, missing = select_mcp_tools(
+            runtime.config.agent(session.agent).tools,
+            await servers.tools(session),
+            runtime.config.mcp,
+        )
+        if missing:
+            raise ConfigError(
+                runtime.config.path,
+                f"agents.{session.agent}.tools",
+                f"{', '.join(missing)} matches none of the MCP servers' tools",
+                "run `kernos tools` to see what each server offers",
+            )
+        session.add_tools(t for t in chosen if t.name not in session.tools)
     except BaseException:
         await servers.aclose(wait=False)
         raise
     return servers
 
 
-ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks, _attach_mcp)
+ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks, _attach_tools, _attach_mcp)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """``kernos demo``: the whole kernel, offline, driven by bundled cassettes.
 
-The model turns are replayed; everything else is real: the boundary normalizes the padded ``task``
-calls, children run as sessions and are recorded in a SQLite store, the batch goes through the
-output kernel to a file channel, and the compress protocol writes an approved draft atomically.
+The model turns are replayed; everything else is real: the boundary normalizes a padded
+``read_file`` call (a built-in workspace tool) and the padded ``task`` calls, children run as
+sessions and are recorded in a SQLite store, the batch goes through the output kernel to a file
+channel, and the compress protocol writes an approved draft atomically.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable
@@ -97,7 +99,9 @@ async def run_demo(
             on_event(event)
 
     try:
-        outcome = await run_agent(runtime, PROMPT, on_event=record)
+        # the workspace tools are confined to the working directory: the demo's is the workspace
+        with contextlib.chdir(workspace):
+            outcome = await run_agent(runtime, PROMPT, on_event=record)
         tasks = [dict(row) for row in TaskStore(runtime.store).recent()]
     finally:
         runtime.close()

@@ -27,6 +27,12 @@ def test_demo_runs_offline_and_reports_what_happened(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     stdout = result.stdout
     assert "replayed from bundled cassettes" in stdout
+    # a padded call to a built-in (non-task) tool, before and after normalization, and its result
+    assert (
+        '  model → read_file {"path": "release_prompt.md", "offset": "", "limit": null}\n'
+        '  kernos normalized → {"path": "release_prompt.md"}\n'
+        "  kernos ← ✓ release_prompt.md (22 lines): 1 # Release assistant 2 3 You are"
+    ) in stdout
     # the padded single call was normalized exactly as spec/tasks.md S1 says
     assert (
         'kernos normalized → {"prompt": "TASK: Audit the task tool boundary.", "description": '

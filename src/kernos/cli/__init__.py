@@ -12,6 +12,7 @@ from kernos.cli import demo as _demo
 from kernos.cli import run as _run
 from kernos.cli import send as _send
 from kernos.cli import tasks as _tasks
+from kernos.cli import tools as _tools
 from kernos.runtime import install_log_scrubber
 
 install_log_scrubber()  # every log line, whichever logger, loses the secrets kernos knows
@@ -47,6 +48,7 @@ _demo.register(app)
 _compress.register(app)
 _send.register(app)
 _tasks.register(app)
+_tools.register(app)
 
 
 def main() -> None:

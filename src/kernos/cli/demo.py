@@ -15,6 +15,7 @@ from rich.markup import escape
 from kernos.cli._common import EXIT_FAILED, EXIT_OK, config_errors
 from kernos.runtime import SessionEvent
 from kernos.tasks import normalize_task_arguments
+from kernos.tools import BUILTIN_PREPARE
 
 out = Console(highlight=False, soft_wrap=True)
 
@@ -31,10 +32,9 @@ def _show(event: SessionEvent) -> None:
     if event.kind == "tool_call":
         name, args = event.data["name"], event.data["args"]
         out.print(f"  [bold]model →[/] {name} {_short(args, 400)}")
-        if name == "task":
-            out.print(
-                f"  [bold]kernos normalized →[/] {_short(normalize_task_arguments(args), 400)}"
-            )
+        normalize = normalize_task_arguments if name == "task" else BUILTIN_PREPARE.get(name)
+        if normalize is not None:
+            out.print(f"  [bold]kernos normalized →[/] {_short(normalize(args), 400)}")
     else:
         result = event.data["result"]
         mark = f"[red]✗ {result.code}[/]" if result.is_error else "[green]✓[/]"
@@ -62,7 +62,10 @@ def register(app: typer.Typer) -> None:
         with tempfile.TemporaryDirectory(prefix="kernos-demo-") as temp:
             where = workspace.resolve() if workspace else Path(temp)
             out.print(f"\n[bold]1. kernos run[/] {PROMPT!r}")
-            out.print("   (the model pads every optional field, GPT-style)")
+            out.print(
+                "   (the model pads every optional field, GPT-style: first a built-in read_file "
+                "call, then task calls)"
+            )
             with config_errors():
                 result = asyncio.run(run_demo(where, on_event=_show))
             out.print("\n[bold]Sub-agent tasks[/] (from the store, .kernos/kernos.db):")

@@ -65,9 +65,17 @@ class AgentConfig(_Strict):
     description: str = ""
     instructions: str = ""
     model: str | None = None
-    tools: list[str] = Field(default_factory=list)
+    #: names or globs of the tools it may use; ``None`` (no key): the built-in workspace tools
+    tools: list[str] | None = None
     allowed_outputs: list[str] = Field(default_factory=list)
     source: str | None = Field(default=None, exclude=True)
+
+
+class ToolConfig(_Strict):
+    """``[tools.NAME]``: a Python function offered to agents as the tool ``NAME``."""
+
+    function: str
+    description: str | None = None
 
 
 class CategoryConfig(_Strict):
@@ -139,6 +147,7 @@ class Config(_Strict):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     categories: dict[str, CategoryConfig] = Field(default_factory=dict)
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    tools: dict[str, ToolConfig] = Field(default_factory=dict)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
@@ -293,6 +302,35 @@ def parse_agent_file(path: Path) -> AgentConfig:
     return agent
 
 
+#: model names from Claude Code agent files, and what to write instead
+_CLAUDE_CODE_MODELS = {
+    "sonnet": "anthropic:claude-sonnet-4-5",
+    "opus": "anthropic:claude-opus-4-1",
+    "haiku": "anthropic:claude-haiku-4-5",
+}
+
+
+def _claude_code_model(config: Config, name: str, agent: AgentConfig, file: Path) -> None:
+    model = (agent.model or "").strip()
+    if model in config.models or model.casefold() not in {*_CLAUDE_CODE_MODELS, "inherit"}:
+        return
+    where = agent.source or file
+    if model.casefold() == "inherit":
+        raise ConfigError(
+            where,
+            f"agents.{name}.model",
+            "'inherit' is a Claude Code model name",
+            "remove the model line: a kernos agent without one runs on the default model",
+        )
+    raise ConfigError(
+        where,
+        f"agents.{name}.model",
+        f"{model!r} is a Claude Code model name, not a kernos model string",
+        f"write a provider:model string such as {_CLAUDE_CODE_MODELS[model.casefold()]}, "
+        f"or define [models.{model}]",
+    )
+
+
 def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> Config:
     """Load ``kernos.toml`` (``path``, else the working directory's; absent → defaults).
 
@@ -337,4 +375,5 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
     for name, agent in config.agents.items():
         if agent.model is not None and not agent.model.strip():
             raise ConfigError(file, f"agents.{name}.model", "is blank", "remove it or name a model")
+        _claude_code_model(config, name, agent, file)
     return config

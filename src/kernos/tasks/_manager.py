@@ -269,7 +269,7 @@ class TaskManager:
             instructions, agent, own_tools = (
                 definition.instructions,
                 item.subagent_type or "",
-                definition.tools,
+                definition.tools or [],
             )
         tools = [
             parent.tools[name]

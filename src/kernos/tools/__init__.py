@@ -1,10 +1,77 @@
-"""Sources of tools kernos did not write: MCP servers (issue 9 §2)."""
+"""Tools for agents: the built-in workspace tools, Python functions, and each agent's selection.
 
+Built-ins (``read_file``, ``list_files``, ``search_files``) are read-only and confined by the
+workspace policy; they are registered through the ``kernos.tools`` entry-point group like any
+plugin. ``[tools.NAME] function = "module:attr"`` turns a Python function into a tool; its
+signature and docstring are the schema and description. An agent's ``tools`` selects by name or
+glob; no key means the built-ins, ``[]`` none. ``[mcp.NAME]`` servers offer ``NAME__<tool>``.
+"""
+
+from kernos.tools._builtin import (
+    BUILTIN_NAMES,
+    BUILTIN_PREPARE,
+    ListFilesArgs,
+    ReadFileArgs,
+    SearchFilesArgs,
+    builtin_tools,
+)
+from kernos.tools._catalog import (
+    TOOLS_GROUP,
+    ToolCatalog,
+    ToolEntry,
+    ToolPluginContext,
+    agent_tools,
+    default_workspace,
+    load_catalog,
+    load_function,
+    workspace_tools,
+)
+from kernos.tools._functions import doc_descriptions, function_tool
 from kernos.tools._mcp import McpServerError, McpServers, McpToolset, mcp_tool_name
+from kernos.tools._paths import MAX_FILE_BYTES, LocalWorkspace, PathRefused, WorkspacePaths
+from kernos.tools._select import (
+    CLAUDE_CODE_TOOLS,
+    claude_code_hint,
+    is_glob,
+    matches,
+    mcp_later,
+    select_mcp_tools,
+    select_tools,
+    unmatched,
+)
 
 __all__ = [
+    "BUILTIN_NAMES",
+    "BUILTIN_PREPARE",
+    "CLAUDE_CODE_TOOLS",
+    "MAX_FILE_BYTES",
+    "TOOLS_GROUP",
+    "ListFilesArgs",
+    "LocalWorkspace",
     "McpServerError",
     "McpServers",
     "McpToolset",
+    "PathRefused",
+    "ReadFileArgs",
+    "SearchFilesArgs",
+    "ToolCatalog",
+    "ToolEntry",
+    "ToolPluginContext",
+    "WorkspacePaths",
+    "agent_tools",
+    "builtin_tools",
+    "claude_code_hint",
+    "default_workspace",
+    "doc_descriptions",
+    "function_tool",
+    "is_glob",
+    "load_catalog",
+    "load_function",
+    "matches",
+    "mcp_later",
     "mcp_tool_name",
+    "select_mcp_tools",
+    "select_tools",
+    "unmatched",
+    "workspace_tools",
 ]

@@ -1,0 +1,296 @@
+"""Every tool the configured sources offer, and each agent's selection from them.
+
+Sources: plugins in the ``kernos.tools`` entry-point group (kernos' own built-in workspace tools
+are one, registered the same way) and ``[tools.NAME] function = "module:attr"`` tables.
+
+An entry point names a **factory**: ``factory(context: ToolPluginContext) -> Iterable[ToolSpec]``
+(a plain function becomes a tool with ``function_tool(fn)`` inside the factory). A factory gets the
+config and the workspace policy, so plugin tools are confined like the built-ins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+from kernos.boundary import ToolSpec
+from kernos.runtime import Config, ConfigError
+from kernos.tools._builtin import builtin_tools
+from kernos.tools._functions import function_tool
+from kernos.tools._paths import LocalWorkspace, WorkspacePaths
+from kernos.tools._select import (
+    claude_code_hint,
+    matches,
+    mcp_later,
+    select_tools,
+    unmatched,
+)
+
+TOOLS_GROUP = "kernos.tools"
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+#: kernos' other tools an agent's ``tools`` may name (the task tool grants them to children).
+#: TODO(toolsets): the union of every toolset's names replaces this list (issue 9 §1).
+OTHER_KERNOS_TOOLS = (
+    "task",
+    "task_send",
+    "task_output",
+    "task_cancel",
+    "output_list_channels",
+    "output_send__*",
+)
+
+
+@dataclass(frozen=True)
+class ToolPluginContext:
+    """What a ``kernos.tools`` factory receives."""
+
+    config: Config
+    workspace: WorkspacePaths
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One available tool and where it comes from: ``builtin``, ``function`` or ``plugin:NAME``."""
+
+    spec: ToolSpec[Any]
+    source: str
+
+    @property
+    def summary(self) -> str:
+        """The description's first sentence, on one line."""
+        text = " ".join(self.spec.description.split())
+        first = text.split(". ", 1)[0].rstrip(".")
+        return first if len(first) <= 100 else first[:97] + "..."
+
+
+def default_workspace(config: Config, cwd: Path | None = None) -> LocalWorkspace:
+    """The working directory, without kernos' state directory and config file.
+
+    TODO(integration): build it from the runtime's workspace policy (``[workspace] roots``,
+    ``allow_hidden``, its denied paths) — ``LocalWorkspace(policy.roots, denied=policy.denied,
+    allow_hidden=policy.allow_hidden)`` — or make that policy satisfy :class:`WorkspacePaths`.
+    """
+    denied = [config.home] + ([config.path] if config.path is not None else [])
+    return LocalWorkspace([cwd or Path.cwd()], denied=denied)
+
+
+def _source_of(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    if (dist is not None and dist.name == "kernos") or ep.value.startswith("kernos."):
+        return "builtin"
+    return f"plugin:{ep.name}"
+
+
+def _plugin_specs(ep: EntryPoint, context: ToolPluginContext) -> list[ToolSpec[Any]]:
+    key = f"entry point {TOOLS_GROUP}:{ep.name} ({ep.value})"
+    try:
+        factory = ep.load()
+        made = factory(context)
+    except Exception as exc:
+        raise ConfigError(
+            None,
+            key,
+            f"failed to load ({type(exc).__name__}: {exc})",
+            "fix or uninstall the plugin",
+        ) from None
+    specs = [made] if isinstance(made, ToolSpec) else list(made or [])
+    bad = [s for s in specs if not isinstance(s, ToolSpec)]
+    if bad:
+        raise ConfigError(
+            None,
+            key,
+            f"returned {type(bad[0]).__name__}, not a ToolSpec",
+            "return kernos.boundary.ToolSpec objects (kernos.tools.function_tool(fn) makes one)",
+        )
+    return specs
+
+
+def _search_path(config: Config, cwd: Path) -> None:
+    """Make ``[tools.NAME] function`` modules importable from the config's directory and the
+    working directory, as ``python -m`` does for the working directory."""
+    for place in (cwd, config.path.parent if config.path is not None else None):
+        if place is not None and str(place.resolve()) not in sys.path:
+            sys.path.insert(0, str(place.resolve()))
+
+
+def load_function(reference: str, *, key: str, file: Path | None) -> Any:
+    """Import ``package.module:attr`` (``attr`` may be dotted).
+
+    Raises:
+        ConfigError: a malformed reference, a module that cannot be imported, a missing attribute.
+    """
+    module_name, sep, attr = reference.strip().partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(
+            file,
+            key,
+            f"{reference!r} is not a function reference",
+            'write function = "package.module:function"',
+        )
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            file,
+            key,
+            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc})",
+            "check the module name; it must be importable from the config's directory, the "
+            "working directory or the environment",
+        ) from None
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ConfigError(
+                file,
+                key,
+                f"module {module_name!r} has no attribute {attr!r}",
+                "check the name after the ':'",
+            ) from None
+    return target
+
+
+def _function_specs(config: Config, cwd: Path) -> list[ToolSpec[Any]]:
+    if not config.tools:
+        return []
+    _search_path(config, cwd)
+    specs: list[ToolSpec[Any]] = []
+    for name, table in config.tools.items():
+        key = f"tools.{name}.function"
+        if not _TOOL_NAME.match(name):
+            raise ConfigError(
+                config.path,
+                f"tools.{name}",
+                f"{name!r} is not a valid tool name",
+                "use 1-64 letters, digits, '_' or '-'",
+            )
+        target = load_function(table.function, key=key, file=config.path)
+        try:
+            if isinstance(target, ToolSpec):
+                spec: ToolSpec[Any] = dataclasses.replace(
+                    target, name=name, description=table.description or target.description
+                )
+            else:
+                spec = function_tool(
+                    target, name=name, description=table.description, max_retries=config.retries
+                )
+        except TypeError as exc:
+            raise ConfigError(config.path, key, str(exc), "point it at a plain function") from None
+        specs.append(spec)
+    return specs
+
+
+class ToolCatalog:
+    """Every tool offered by the plugins and ``[tools.NAME]`` functions, by name."""
+
+    def __init__(self, config: Config, entries: Sequence[ToolEntry]) -> None:
+        self.config = config
+        self.entries: dict[str, ToolEntry] = {}
+        for entry in entries:
+            taken = self.entries.get(entry.spec.name)
+            if taken is not None:
+                raise ConfigError(
+                    config.path,
+                    f"tools.{entry.spec.name}",
+                    f"tool {entry.spec.name!r} is offered by {taken.source} and by {entry.source}",
+                    "rename one of them",
+                )
+            self.entries[entry.spec.name] = entry
+
+    @property
+    def defaults(self) -> list[str]:
+        """What an agent without a ``tools`` key gets: the built-in tools."""
+        return [name for name, e in self.entries.items() if e.source == "builtin"]
+
+    def for_agent(self, agent: str) -> list[ToolEntry]:
+        """The tools ``agent`` selects, in its order."""
+        patterns = self.config.agent(agent).tools
+        specs = select_tools(
+            patterns, (e.spec for e in self.entries.values()), defaults=self.defaults
+        )
+        return [self.entries[s.name] for s in specs]
+
+    def check(self) -> None:
+        """Every agent's ``tools`` names something that exists.
+
+        Raises:
+            ConfigError: naming the agent, the unknown names and what exists.
+        """
+        servers = getattr(self.config, "mcp", None)
+        later_mcp = mcp_later(list(servers) if isinstance(servers, dict) else None)
+
+        def later(pattern: str) -> bool:
+            return later_mcp(pattern) or any(
+                matches(p, pattern) or matches(pattern, p) for p in OTHER_KERNOS_TOOLS
+            )
+
+        for name, agent in self.config.agents.items():
+            if agent.tools is None:
+                continue
+            unknown = unmatched(agent.tools, self.entries, later=later)
+            if not unknown:
+                continue
+            known = ", ".join(self.entries) or "(none)"
+            shown = ", ".join(repr(u) for u in unknown)
+            hint = claude_code_hint(unknown)
+            raise ConfigError(
+                agent.source or self.config.path,
+                f"agents.{name}.tools",
+                f"{shown} {'matches' if len(unknown) == 1 else 'match'} no tool"
+                + (f"; {hint}" if hint else ""),
+                f"use names from the available tools: {known}"
+                + ("" if hint else "; add a [tools.NAME] function or an [mcp.NAME] server"),
+            )
+
+
+def workspace_tools(context: ToolPluginContext) -> list[ToolSpec[Any]]:
+    """The built-in tools' ``kernos.tools`` entry point: read_file, list_files, search_files."""
+    return builtin_tools(context.workspace)
+
+
+def load_catalog(
+    config: Config,
+    *,
+    workspace: WorkspacePaths | None = None,
+    cwd: Path | None = None,
+    plugins: Iterable[EntryPoint] | None = None,
+) -> ToolCatalog:
+    """Load every tool source for ``config`` and check every agent's ``tools``.
+
+    Args:
+        config: the loaded configuration.
+        workspace: the policy that confines the tools (default: :func:`default_workspace`).
+        cwd: the working directory (default: the process's).
+        plugins: the entry points to load (default: the installed ``kernos.tools`` group).
+
+    Raises:
+        ConfigError: a plugin that fails to load, a bad ``[tools.NAME]``, a name offered twice,
+            an agent naming a tool that does not exist.
+    """
+    cwd = cwd or Path.cwd()
+    context = ToolPluginContext(config, workspace or default_workspace(config, cwd))
+    entries: list[ToolEntry] = []
+    eps = list(plugins) if plugins is not None else list(entry_points(group=TOOLS_GROUP))
+    for ep in sorted(eps, key=lambda e: (_source_of(e) != "builtin", e.name)):
+        source = _source_of(ep)
+        entries += [ToolEntry(spec, source) for spec in _plugin_specs(ep, context)]
+    entries += [ToolEntry(spec, "function") for spec in _function_specs(config, cwd)]
+    catalog = ToolCatalog(config, entries)
+    catalog.check()
+    return catalog
+
+
+def agent_tools(
+    config: Config, agent: str, *, present: Callable[[str], bool] = lambda _: False
+) -> list[ToolSpec[Any]]:
+    """The tools ``agent`` gets from every source, leaving out names already ``present``."""
+    return [e.spec for e in load_catalog(config).for_agent(agent) if not present(e.spec.name)]

@@ -1,0 +1,153 @@
+"""Where the built-in tools may look: a model-supplied path becomes a real path in the workspace.
+
+The runtime's workspace policy (issue 8 §1, ``[workspace] roots``) is being built in parallel.
+Until it lands, :class:`WorkspacePaths` is the small protocol these tools need from it and
+:class:`LocalWorkspace` a default confined to the working directory.
+TODO(integration): replace ``LocalWorkspace`` with the runtime policy; keep the protocol.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from kernos.boundary import ToolError
+
+#: the default cap on a file a built-in tool reads (checked with ``stat`` before a byte is read)
+MAX_FILE_BYTES = 10 * 1024 * 1024
+
+#: never files, whatever the roots say (``/proc/self/environ`` reads as every secret in the env)
+_SYSTEM = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+class PathRefused(ToolError):
+    """A model-supplied path the workspace does not allow; the message says what to do instead."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("path_refused", message)
+
+
+class WorkspacePaths(Protocol):
+    """What the built-in tools need from the workspace policy."""
+
+    @property
+    def roots(self) -> Sequence[Path]:
+        """The resolved directories model-supplied paths must stay inside; the first is the base."""
+        ...
+
+    @property
+    def max_file_bytes(self) -> int:
+        """The largest file a tool may read."""
+        ...
+
+    def resolve(self, path: str, *, directory: bool = False) -> Path:
+        """The real file (or directory) ``path`` names inside a root.
+
+        Raises:
+            PathRefused: outside every root, hidden, the state directory or config file, missing.
+        """
+        ...
+
+    def visible(self, path: Path) -> bool:
+        """True when a path found while walking a root may be shown to the model."""
+        ...
+
+    def display(self, path: Path) -> str:
+        """How the model sees a resolved path: relative to the base root when inside it."""
+        ...
+
+
+class LocalWorkspace:
+    """The default policy: one or more roots (the working directory unless given).
+
+    Refused even inside a root: any path component starting with ``.`` (``.env``, ``.git``,
+    ``.kernos``), the state directory and the config file. Symlinks are followed and the target
+    must pass the same checks.
+    """
+
+    def __init__(
+        self,
+        roots: Iterable[Path] | None = None,
+        *,
+        denied: Iterable[Path] = (),
+        max_file_bytes: int = MAX_FILE_BYTES,
+        allow_hidden: bool = False,
+    ) -> None:
+        self._roots = tuple(Path(r).resolve() for r in (roots or [Path.cwd()]))
+        self._denied = tuple(Path(d).resolve() for d in denied)
+        self._max = max_file_bytes
+        self._allow_hidden = allow_hidden
+
+    @property
+    def roots(self) -> Sequence[Path]:
+        return self._roots
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self._max
+
+    def _roots_text(self) -> str:
+        return ", ".join(str(r) for r in self._roots)
+
+    def _root_of(self, path: Path) -> Path | None:
+        for root in self._roots:
+            if path == root or path.is_relative_to(root):
+                return root
+        return None
+
+    def _problem(self, path: Path) -> str | None:
+        """Why an absolute, resolved path may not be used (``None``: it may)."""
+        root = self._root_of(path)
+        if root is None:
+            return f"is outside the workspace (roots: {self._roots_text()})"
+        if any(path == s or path.is_relative_to(s) for s in _SYSTEM):
+            return "is a system file (/proc, /sys, /dev), which tools may not read"
+        for denied in self._denied:
+            if path == denied or path.is_relative_to(denied):
+                return "is kernos' own state or configuration, which tools may not read"
+        if not self._allow_hidden and any(
+            part.startswith(".") for part in path.relative_to(root).parts
+        ):
+            return "is hidden (a path component starts with '.'), and hidden paths are not shown"
+        return None
+
+    def resolve(self, path: str, *, directory: bool = False) -> Path:
+        given = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
+        joined = given if given.is_absolute() else self._roots[0] / given
+        # lexical check first: `.kernos/kernos.db` or `../x` is refused even if it does not exist
+        problem = self._problem(Path(os.path.normpath(joined)))
+        try:
+            real = joined.resolve()
+        except (OSError, RuntimeError):  # a symlink loop, an unreadable directory
+            raise PathRefused(f"{path} cannot be resolved; name another path") from None
+        if problem is None:
+            problem = self._problem(real)
+        if problem is not None:
+            raise PathRefused(f"{path} {problem}; name a path inside the workspace")
+        if directory:
+            if not real.is_dir():
+                raise PathRefused(
+                    f"{path} is not a directory in the workspace; call list_files to see what "
+                    "exists"
+                )
+        elif not real.is_file():
+            what = "a directory, not a file" if real.is_dir() else "not an existing file"
+            raise PathRefused(f"{path} is {what}; call list_files to see which files exist")
+        return real
+
+    def visible(self, path: Path) -> bool:
+        if self._problem(Path(os.path.normpath(path))) is not None:
+            return False
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return self._problem(real) is None
+
+    def display(self, path: Path) -> str:
+        base = self._roots[0]
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix() or "."
+        return path.as_posix()
