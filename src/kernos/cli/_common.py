@@ -7,13 +7,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kernos.runtime import ConfigError, Runtime
+if TYPE_CHECKING:
+    from kernos.runtime import Runtime
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -43,6 +44,8 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 @contextmanager
 def config_errors() -> Iterator[None]:
     """Turn configuration mistakes into one stderr line and exit 2."""
+    from kernos.runtime import ConfigError  # the config's pydantic models; `--help` needs none
+
     try:
         yield
     except ConfigError as exc:
@@ -52,6 +55,8 @@ def config_errors() -> Iterator[None]:
 def open_runtime(
     config: Path | None, model: str | None = None, record: Path | None = None
 ) -> Runtime:
+    from kernos.runtime import Runtime
+
     with config_errors():
         runtime = Runtime.open(config, model=model, record=record)
     enable_file_log(runtime.home)

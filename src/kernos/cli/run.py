@@ -6,11 +6,10 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kernos._app import run_agent
 from kernos.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -22,7 +21,9 @@ from kernos.cli._common import (
     open_runtime,
     write_stdout,
 )
-from kernos.runtime import SessionEvent
+
+if TYPE_CHECKING:
+    from kernos.runtime import SessionEvent
 
 
 def activity(event: SessionEvent) -> None:
@@ -61,6 +62,8 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
+        from kernos._app import run_agent
+
         if prompt == "-":
             prompt = sys.stdin.read()
         if not prompt.strip():

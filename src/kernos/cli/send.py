@@ -21,8 +21,6 @@ from kernos.cli._common import (
     err,
     write_stdout,
 )
-from kernos.output import OutputKernel, channel_line
-from kernos.runtime import load_config
 
 
 def _one_or_many(values: list[str] | None) -> str | list[str] | None:
@@ -53,6 +51,9 @@ def register(app: typer.Typer) -> None:
         config: ConfigOption = None,
     ) -> None:
         """Send PAYLOAD... through CHANNEL as AGENT would; print the receipt."""
+        from kernos.output import OutputKernel
+        from kernos.runtime import load_config
+
         with config_errors():
             loaded = load_config(config)
             loaded.agent(agent)
@@ -71,6 +72,9 @@ def register(app: typer.Typer) -> None:
     @app.command("channels")
     def channels_command(config: ConfigOption = None) -> None:
         """List the configured output channels: name, kind and description."""
+        from kernos.output import OutputKernel, channel_line
+        from kernos.runtime import load_config
+
         with config_errors():
             kernel = OutputKernel.from_config(load_config(config), hooks=())
         if not kernel.channels:
