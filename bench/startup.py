@@ -56,6 +56,8 @@ def main() -> None:
         help="the kernos script to measure (default: the one next to this Python)",
     )
     args = parser.parse_args()
+    if args.rounds < 5:
+        parser.error("--rounds must be at least 5: a median of fewer runs is noise here")
     python = str(args.kernos.with_name("python"))
     cases = {f'python -c "{REFERENCE}"': [python, "-c", REFERENCE]}
     cases.update({f"kernos {' '.join(c)}": [str(args.kernos), *c] for c in COMMANDS})
