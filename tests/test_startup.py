@@ -89,7 +89,7 @@ LAZY_PACKAGES = ["kernos.runtime", "kernos.tasks", "kernos.compress", "kernos.ou
 def test_lazy_names_match_all_and_their_modules(name: str) -> None:
     package = importlib.import_module(name)
     exports: dict[str, str] = package._EXPORTS
-    assert list(exports) == list(package.__all__)
+    assert sorted(exports) == sorted(package.__all__)
     for public, module in exports.items():
         defining = importlib.import_module(f"{name}.{module}")
         assert getattr(package, public) is getattr(defining, public)
