@@ -4,6 +4,8 @@ Runs ``kernos --help``, ``kernos --version``, ``kernos tasks list`` (an empty st
 ``kernos channels`` (a ``kernos.toml`` with one file channel), each in a fresh process, interleaved
 with the reference, for ``--rounds`` rounds; prints the median wall time and CPU time (user + system
 of the child) of each and its ratio to the reference's median. Target (issue 13): every ratio ≤ 3.
+A bare typer app running one command with two options is shown as the floor: typer (0.29) itself
+imports pydantic to coerce a command's parameters, which ``import typer, rich`` does not include.
 
     .venv/bin/python bench/startup.py                                   # this checkout
     .venv/bin/python bench/startup.py --kernos /other/.venv/bin/kernos  # another install
@@ -25,6 +27,25 @@ from pathlib import Path
 
 REFERENCE = "import typer, rich"
 COMMANDS = [["--help"], ["--version"], ["tasks", "list"], ["channels"]]
+#: the least a typer command with options costs: what ``kernos tasks list`` cannot go below
+FLOOR = """\
+import sys
+from pathlib import Path
+from typing import Annotated
+import typer
+app, group = typer.Typer(), typer.Typer()
+@group.command("list")
+def list_(
+    config: Annotated[Path | None, typer.Option("--config")] = None,
+    limit: Annotated[int, typer.Option("--limit")] = 50,
+) -> None:
+    print("(no tasks)")
+@group.command("show")
+def show(task_id: str) -> None: ...
+app.add_typer(group, name="tasks")
+sys.argv = ["floor", "tasks", "list"]
+app()
+"""
 CONFIG = """\
 [channels.log]
 kind = "file"
@@ -60,6 +81,7 @@ def main() -> None:
         parser.error("--rounds must be at least 5: a median of fewer runs is noise here")
     python = str(args.kernos.with_name("python"))
     cases = {f'python -c "{REFERENCE}"': [python, "-c", REFERENCE]}
+    cases["bare typer app: tasks list (floor)"] = [python, "-c", FLOOR]
     cases.update({f"kernos {' '.join(c)}": [str(args.kernos), *c] for c in COMMANDS})
 
     with tempfile.TemporaryDirectory(prefix="kernos-startup-") as temp:
@@ -77,13 +99,13 @@ def main() -> None:
                 cpus[name].append(cpu)
 
     print(f"start-up of {args.kernos}: median of {args.rounds} interleaved runs")
-    print(f"{'command':<34}{'wall ms':>9}{'ratio':>7}{'cpu ms':>9}{'ratio':>7}")
+    print(f"{'command':<36}{'wall ms':>9}{'ratio':>7}{'cpu ms':>9}{'ratio':>7}")
     ref_wall = statistics.median(next(iter(walls.values())))
     ref_cpu = statistics.median(next(iter(cpus.values())))
     for name in cases:
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
         print(
-            f"{name:<34}{wall * 1000:>9.0f}{wall / ref_wall:>7.2f}"
+            f"{name:<36}{wall * 1000:>9.0f}{wall / ref_wall:>7.2f}"
             f"{cpu * 1000:>9.0f}{cpu / ref_cpu:>7.2f}"
         )
 
