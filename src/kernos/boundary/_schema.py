@@ -35,15 +35,16 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import jsonschema
-from jsonschema.exceptions import ValidationError as JsonSchemaError
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from kernos.boundary._padding import NULL_WORDS
 from kernos.boundary._tool import ToolContext, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError as JsonSchemaError
 
 log = logging.getLogger("kernos.boundary")
 
@@ -403,6 +404,8 @@ def schema_prepare(json_schema: Mapping[str, Any]) -> Callable[[Any], dict[str, 
 
 
 def _validator_for(json_schema: dict[str, Any]) -> Any | None:
+    import jsonschema  # ~60 ms; only schema-only tools need it, so light commands skip it
+
     try:
         cls = jsonschema.validators.validator_for(
             json_schema, default=jsonschema.Draft202012Validator

@@ -11,14 +11,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kernos.boundary import clean_text
-from kernos.runtime import ConfigError, Runtime, scrub_text
+if TYPE_CHECKING:
+    from kernos.runtime import Runtime
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -43,6 +43,8 @@ T = TypeVar("T")
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print a one-line error to stderr and return the exit to raise."""
+    from kernos.runtime import scrub_text  # pydantic comes with it; `--help` needs none
+
     err.print(f"[bold red]error:[/] {escape(scrub_text(message))}", markup=True, highlight=False)
     return typer.Exit(code)
 
@@ -50,6 +52,8 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 @contextmanager
 def config_errors() -> Iterator[None]:
     """Turn configuration mistakes into one stderr line and exit 2."""
+    from kernos.runtime import ConfigError  # the config's pydantic models; `--help` needs none
+
     try:
         yield
     except ConfigError as exc:
@@ -68,6 +72,8 @@ def open_runtime(
     A config or state error (a damaged ``kernos.db``, a ``.kernos`` that is a file) is one line on
     stderr and exit 2; the store opens before the log so a broken home gives one message, not two.
     """
+    from kernos.runtime import Runtime
+
     with config_errors():
         runtime = Runtime.open(config, model=model, record=record)
         if store:
@@ -146,6 +152,8 @@ def write_stdout(text: str) -> None:
     Text is cleaned at the runtime boundary already; this is the last line of defence: a character
     stdout cannot encode is replaced rather than crashing the command after its work is done.
     """
+    from kernos.boundary import clean_text
+
     data = clean_text(text if text.endswith("\n") else text + "\n")
     try:
         sys.stdout.write(data)

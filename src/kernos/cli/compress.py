@@ -9,10 +9,9 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kernos.cli._common import (
     EXIT_FAILED,
@@ -25,21 +24,13 @@ from kernos.cli._common import (
     open_runtime,
     write_stdout,
 )
-from kernos.compress import (
-    DEFAULT_MAX_TOKENS,
-    CompressError,
-    FileReport,
-    Status,
-    Tokenizer,
-    check_file_count,
-    check_options,
-    compress_files,
-    format_report,
-    header,
-    json_report,
-    resolve_targets,
-)
+from kernos.compress import DEFAULT_MAX_TOKENS, Tokenizer
 from kernos.compress._write import atomic_write
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from kernos.compress import FileReport
 
 
 async def _run_until_signalled(
@@ -66,6 +57,8 @@ async def _run_until_signalled(
 
 
 def _write_json(path: Path, reports: list[FileReport], model: str) -> bool:
+    from kernos.compress import json_report
+
     document = json.dumps(json_report(reports, model=model), ensure_ascii=False, indent=2)
     try:
         atomic_write(path, document + "\n")
@@ -126,6 +119,25 @@ def register(app: typer.Typer) -> None:
         Read-only files are not replaced without --force; kernos's own temporary files
         (.NAME.*.kernos-tmp) are never targets, and stale ones are removed.
         """
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        from kernos.compress import (
+            CompressError,
+            Status,
+            check_file_count,
+            check_options,
+            compress_files,
+            format_report,
+            header,
+            resolve_targets,
+        )
+
         try:
             check_options(
                 rounds=rounds, agents=agents, in_place=in_place, out=out, max_tokens=max_tokens

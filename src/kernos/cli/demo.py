@@ -6,16 +6,16 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from kernos.cli._common import EXIT_FAILED, EXIT_OK, config_errors
-from kernos.runtime import SessionEvent
-from kernos.tasks import normalize_task_arguments
-from kernos.tools import BUILTIN_PREPARE
+
+if TYPE_CHECKING:
+    from kernos.runtime import SessionEvent
 
 out = Console(highlight=False, soft_wrap=True)
 
@@ -32,6 +32,9 @@ def _show(event: SessionEvent) -> None:
     if event.kind == "tool_call":
         name, args = event.data["name"], event.data["args"]
         out.print(f"  [bold]model →[/] {name} {_short(args, 400)}")
+        from kernos.tasks import normalize_task_arguments
+        from kernos.tools import BUILTIN_PREPARE
+
         normalize = normalize_task_arguments if name == "task" else BUILTIN_PREPARE.get(name)
         if normalize is not None:
             out.print(f"  [bold]kernos normalized →[/] {_short(normalize(args), 400)}")

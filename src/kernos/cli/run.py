@@ -7,12 +7,11 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from kernos._app import Interrupted, run_agent, run_until_signal
 from kernos.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -24,7 +23,9 @@ from kernos.cli._common import (
     open_runtime,
     write_stdout,
 )
-from kernos.runtime import SessionEvent
+
+if TYPE_CHECKING:
+    from kernos.runtime import SessionEvent
 
 
 def _clip(text: str, limit: int = 160) -> str:
@@ -69,6 +70,8 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
+        from kernos._app import Interrupted, run_agent, run_until_signal
+
         if prompt == "-":
             prompt = sys.stdin.read()
         if not prompt.strip():

@@ -8,11 +8,10 @@ goes to stderr worded for a person at a shell (the model's wording points at mod
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kernos.boundary import clean_text
 from kernos.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -24,8 +23,9 @@ from kernos.cli._common import (
     fail,
     write_stdout,
 )
-from kernos.output import OutputKernel, OutputReceipt, channel_line
-from kernos.runtime import load_config
+
+if TYPE_CHECKING:
+    from kernos.output import OutputReceipt
 
 
 def _repeat_error(flag: str, given: list[str] | None, payloads: int) -> str | None:
@@ -60,6 +60,8 @@ def _one_or_many(values: list[str] | None) -> str | list[str] | None:
     valid UTF-8 (Python keeps their bytes as lone surrogates) are cleaned like model text."""
     if not values:
         return None
+    from kernos.boundary import clean_text
+
     cleaned = [clean_text(v) for v in values]
     return cleaned[0] if len(cleaned) == 1 else cleaned
 
@@ -85,6 +87,9 @@ def register(app: typer.Typer) -> None:
         config: ConfigOption = None,
     ) -> None:
         """Send PAYLOAD... through CHANNEL as AGENT would; print the receipt."""
+        from kernos.output import OutputKernel
+        from kernos.runtime import load_config
+
         with config_errors():
             loaded = load_config(config)
             loaded.agent(agent)
@@ -106,6 +111,9 @@ def register(app: typer.Typer) -> None:
     @app.command("channels")
     def channels_command(config: ConfigOption = None) -> None:
         """List the configured output channels: name, kind and description."""
+        from kernos.output import OutputKernel, channel_line
+        from kernos.runtime import load_config
+
         with config_errors():
             kernel = OutputKernel.from_config(load_config(config), hooks=())
         if not kernel.channels:

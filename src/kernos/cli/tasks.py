@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,13 +19,17 @@ from kernos.cli._common import (
     open_runtime,
     write_stdout,
 )
-from kernos.tasks import TaskStore, render_event, render_output
+
+if TYPE_CHECKING:
+    from kernos.tasks import TaskStore
 
 TaskId = Annotated[str, typer.Argument(help="A task id (t_…).")]
 
 
 @contextmanager
 def _store(config: ConfigOption) -> Iterator[TaskStore]:
+    from kernos.tasks import TaskStore
+
     runtime = open_runtime(config, store=True)
     try:
         with config_errors():  # a damaged store (a task table missing) is exit 2 with the fix
@@ -81,6 +85,8 @@ def register(app: typer.Typer) -> None:
     @group.command("show")
     def show_command(task_id: TaskId, config: ConfigOption = None) -> None:
         """The task's record, its final text and its state changes."""
+        from kernos.tasks import render_event, render_output
+
         with _store(config) as store:
             row = store.get(task_id)
             if row is None:

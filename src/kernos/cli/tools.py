@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from kernos.cli._common import EXIT_OK, ConfigOption, config_errors, err, write_stdout
-from kernos.runtime import load_config
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +18,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
         """List the tools an agent gets (built-in, functions, plugins) with their source."""
+        from kernos.runtime import load_config
         from kernos.tools import load_catalog
 
         with config_errors():

@@ -13,7 +13,7 @@ from pydantic_ai.models import Model
 from kernos.compress._protocol import CompressError, CompressProtocol, Loss, Metrics
 from kernos.compress._session import Status, outcome, run_session
 from kernos.compress._targets import display_path
-from kernos.compress._tokens import Tokenizer, token_counter
+from kernos.compress._tokens import DEFAULT_MAX_TOKENS, Tokenizer, token_counter
 from kernos.compress._write import (
     atomic_write,
     is_read_only,
@@ -24,8 +24,6 @@ from kernos.runtime import Runtime, scrub_text
 
 INTERRUPTED = "interrupted before it finished"
 NOT_STARTED = "interrupted before it started"
-DEFAULT_MAX_TOKENS = 100_000
-"""``--max-tokens``: the largest source, in tokens, a file may have before any request is sent."""
 MAX_BYTES_PER_TOKEN = 256
 """A source over ``max_tokens * MAX_BYTES_PER_TOKEN`` bytes is refused without being read (no
 tokenizer packs that many bytes into one token), so a 50 MB file is never loaded to count it."""

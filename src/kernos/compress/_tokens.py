@@ -16,8 +16,10 @@ import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 #: sha256 of the uncompressed ``o200k_base.tiktoken`` as published by OpenAI (tiktoken_ext).
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -34,6 +36,9 @@ _O200K_PATTERN = "|".join(
         r"""\s+""",
     ]
 )
+DEFAULT_MAX_TOKENS = 100_000
+"""``--max-tokens``: the largest source, in tokens, a file may have before any request is sent."""
+
 _O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 
@@ -85,6 +90,8 @@ def o200k_encoding() -> tiktoken.Encoding:
     """The ``o200k_base`` encoding, built offline once per process (thread-safe)."""
     global _ENCODING
     if _ENCODING is None:
+        import tiktoken  # only o200k counting needs it; `kernos --help` names Tokenizer alone
+
         with _ENCODING_LOCK:
             if _ENCODING is None:
                 _ENCODING = tiktoken.Encoding(

@@ -1,47 +1,52 @@
 """Models, sessions, config, the workspace policy, cassettes and the store."""
 
-from kernos.runtime._cassette import (
-    CassetteError,
-    RecordingModel,
-    ReplayModel,
-    latest_message_text,
-    write_cassette,
-)
-from kernos.runtime._config import (
-    NO_MODEL_MESSAGE,
-    AgentConfig,
-    CategoryConfig,
-    Config,
-    ConfigError,
-    McpServerConfig,
-    ModelAlias,
-    NoModelError,
-    OutputConfig,
-    TasksConfig,
-    ToolConfig,
-    WorkspaceConfig,
-    kernos_home,
-    load_config,
-    parse_agent_file,
-)
-from kernos.runtime._models import pick_model_name, resolve_model
-from kernos.runtime._runtime import Runtime
-from kernos.runtime._secrets import (
-    SecretsFilter,
-    forget_secrets,
-    install_log_scrubber,
-    known_secrets,
-    register_env_secrets,
-    register_secrets,
-    register_url_secrets,
-    scrub_result,
-    scrub_text,
-    scrub_value,
-    url_secrets,
-)
-from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
-from kernos.runtime._store import Migration, Store, StoreError, redact
-from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused
+import typing
+
+from kernos import _lazy
+
+if typing.TYPE_CHECKING:
+    from kernos.runtime._cassette import (
+        CassetteError,
+        RecordingModel,
+        ReplayModel,
+        latest_message_text,
+        write_cassette,
+    )
+    from kernos.runtime._config import (
+        NO_MODEL_MESSAGE,
+        AgentConfig,
+        CategoryConfig,
+        Config,
+        ConfigError,
+        McpServerConfig,
+        ModelAlias,
+        NoModelError,
+        OutputConfig,
+        TasksConfig,
+        ToolConfig,
+        WorkspaceConfig,
+        kernos_home,
+        load_config,
+        parse_agent_file,
+    )
+    from kernos.runtime._models import pick_model_name, resolve_model
+    from kernos.runtime._runtime import Runtime
+    from kernos.runtime._secrets import (
+        SecretsFilter,
+        forget_secrets,
+        install_log_scrubber,
+        known_secrets,
+        register_env_secrets,
+        register_secrets,
+        register_url_secrets,
+        scrub_result,
+        scrub_text,
+        scrub_value,
+        url_secrets,
+    )
+    from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
+    from kernos.runtime._store import Migration, Store, StoreError, redact
+    from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused
 
 __all__ = [
     "NO_MODEL_MESSAGE",
@@ -89,3 +94,54 @@ __all__ = [
     "url_secrets",
     "write_cassette",
 ]
+
+#: name -> private module, imported on first use: config and store never load pydantic-ai
+_EXPORTS = {
+    "NO_MODEL_MESSAGE": "_config",
+    "AgentConfig": "_config",
+    "CassetteError": "_cassette",
+    "CategoryConfig": "_config",
+    "Config": "_config",
+    "ConfigError": "_config",
+    "McpServerConfig": "_config",
+    "Migration": "_store",
+    "ModelAlias": "_config",
+    "NoModelError": "_config",
+    "OutputConfig": "_config",
+    "RecordingModel": "_cassette",
+    "ReplayModel": "_cassette",
+    "Runtime": "_runtime",
+    "SecretsFilter": "_secrets",
+    "Session": "_session",
+    "SessionEvent": "_session",
+    "Store": "_store",
+    "StoreError": "_store",
+    "TasksConfig": "_config",
+    "ToolConfig": "_config",
+    "Watcher": "_session",
+    "WorkspaceConfig": "_config",
+    "WorkspacePolicy": "_workspace",
+    "WorkspaceRefused": "_workspace",
+    "forget_secrets": "_secrets",
+    "install_log_scrubber": "_secrets",
+    "kernos_home": "_config",
+    "known_secrets": "_secrets",
+    "latest_message_text": "_cassette",
+    "load_config": "_config",
+    "new_session_id": "_session",
+    "parse_agent_file": "_config",
+    "pick_model_name": "_models",
+    "redact": "_store",
+    "register_env_secrets": "_secrets",
+    "register_secrets": "_secrets",
+    "register_url_secrets": "_secrets",
+    "resolve_model": "_models",
+    "scrub_result": "_secrets",
+    "scrub_text": "_secrets",
+    "scrub_value": "_secrets",
+    "url_secrets": "_secrets",
+    "write_cassette": "_cassette",
+}
+
+if not typing.TYPE_CHECKING:
+    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)

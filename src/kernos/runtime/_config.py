@@ -12,7 +12,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -280,6 +279,8 @@ def parse_agent_file(path: Path) -> AgentConfig:
             )
         head = parts[0][3:]
         body = parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
+        import yaml  # only front matter needs it; a command that never reads agents skips it
+
         try:
             loaded = yaml.safe_load(head) or {}
         except yaml.YAMLError as exc:

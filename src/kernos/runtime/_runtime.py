@@ -1,20 +1,24 @@
-"""The runtime: config, home, store and models for one process, and sessions built from them."""
+"""The runtime: config, home, store and models for one process, and sessions built from them.
+
+Opening a runtime reads the config and nothing more: the model machinery (pydantic-ai, the provider
+SDKs) is imported by the first :meth:`Runtime.model_name`, :meth:`Runtime.model` or
+:meth:`Runtime.session`, so ``kernos tasks list`` starts as fast as a store query can.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.models import Model
-
-from kernos.boundary import ToolSpec
-from kernos.runtime._cassette import RecordingModel
-from kernos.runtime._clean import clean_model
 from kernos.runtime._config import Config, load_config
-from kernos.runtime._models import pick_model_name, resolve_model
-from kernos.runtime._session import Session, SessionEvent
 from kernos.runtime._store import Store
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from kernos.boundary import ToolSpec
+    from kernos.runtime._session import Session, SessionEvent
 
 
 class Runtime:
@@ -64,6 +68,8 @@ class Runtime:
 
     def model_name(self, agent: str = "main", explicit: str | None = None) -> str:
         """Which model an agent runs on: explicit, ``--model``, the agent's, env, default."""
+        from kernos.runtime._models import pick_model_name
+
         configured = self.config.agents.get(agent)
         return pick_model_name(
             explicit or self.model_override,
@@ -73,6 +79,10 @@ class Runtime:
 
     def model(self, name: str) -> Model:
         """The model called ``name``; built once per runtime."""
+        from kernos.runtime._cassette import RecordingModel
+        from kernos.runtime._clean import clean_model
+        from kernos.runtime._models import resolve_model
+
         if name not in self._models:
             built = clean_model(resolve_model(name, self.config))  # before a cassette sees it
             if self.record is not None:
@@ -92,6 +102,8 @@ class Runtime:
         record_turns: bool = True,
     ) -> Session:
         """A new session for ``agent`` (its instructions and model unless overridden)."""
+        from kernos.runtime._session import Session
+
         definition = self.config.agent(agent)
         return Session(
             self.model(self.model_name(agent, model)),

@@ -20,10 +20,12 @@ import re
 import threading
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from kernos.boundary import ToolResult
+if TYPE_CHECKING:
+    from kernos.boundary import ToolResult
+
 
 REDACTED = "[redacted]"
 MIN_SECRET_LENGTH = 6

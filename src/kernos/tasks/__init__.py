@@ -6,22 +6,31 @@ Pure rules (:func:`normalize_task_arguments`, :func:`resolve_spawn_items`,
 :class:`TaskManager`, which runs children as sessions and keeps their records in the store.
 """
 
-from kernos.tasks._manager import TASK_TOOL_NAMES, TaskManager, TaskRecord
-from kernos.tasks._normalize import PADDING_PROMPTS, clamp_task_summary, normalize_task_arguments
-from kernos.tasks._prompts import PROMPT_FILES, build_task_description, prompt_text
-from kernos.tasks._resolve import (
-    MAX_BATCH,
-    BackgroundResolution,
-    SpawnItem,
-    SpawnResolution,
-    TaskArgs,
-    TaskItemArgs,
-    resolve_run_in_background,
-    resolve_spawn_items,
-)
-from kernos.tasks._state import TRANSITIONS, Residency, TaskStatus, can_move
-from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
-from kernos.tasks._tools import render_output
+import typing
+
+from kernos import _lazy
+
+if typing.TYPE_CHECKING:
+    from kernos.tasks._manager import TASK_TOOL_NAMES, TaskManager, TaskRecord
+    from kernos.tasks._normalize import (
+        PADDING_PROMPTS,
+        clamp_task_summary,
+        normalize_task_arguments,
+    )
+    from kernos.tasks._prompts import PROMPT_FILES, build_task_description, prompt_text
+    from kernos.tasks._resolve import (
+        MAX_BATCH,
+        BackgroundResolution,
+        SpawnItem,
+        SpawnResolution,
+        TaskArgs,
+        TaskItemArgs,
+        resolve_run_in_background,
+        resolve_spawn_items,
+    )
+    from kernos.tasks._state import TRANSITIONS, Residency, TaskStatus, can_move
+    from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
+    from kernos.tasks._tools import render_output
 
 __all__ = [
     "MAX_BATCH",
@@ -50,3 +59,36 @@ __all__ = [
     "resolve_run_in_background",
     "resolve_spawn_items",
 ]
+
+
+#: name -> private module, imported on first use: the store and pure rules skip pydantic-ai
+_EXPORTS = {
+    "MAX_BATCH": "_resolve",
+    "MIGRATIONS": "_store",
+    "PADDING_PROMPTS": "_normalize",
+    "PROMPT_FILES": "_prompts",
+    "TASK_TOOL_NAMES": "_manager",
+    "TRANSITIONS": "_state",
+    "BackgroundResolution": "_resolve",
+    "Residency": "_state",
+    "SpawnItem": "_resolve",
+    "SpawnResolution": "_resolve",
+    "TaskArgs": "_resolve",
+    "TaskItemArgs": "_resolve",
+    "TaskManager": "_manager",
+    "TaskRecord": "_manager",
+    "TaskStatus": "_state",
+    "TaskStore": "_store",
+    "build_task_description": "_prompts",
+    "can_move": "_state",
+    "clamp_task_summary": "_normalize",
+    "normalize_task_arguments": "_normalize",
+    "prompt_text": "_prompts",
+    "render_event": "_store",
+    "render_output": "_tools",
+    "resolve_run_in_background": "_resolve",
+    "resolve_spawn_items": "_resolve",
+}
+
+if not typing.TYPE_CHECKING:
+    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)

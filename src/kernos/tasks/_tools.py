@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, identifier, non_blank_text
-from kernos.runtime import Session
 from kernos.tasks._normalize import normalize_task_arguments
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import TaskArgs, task_json_schema
 from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 
 if TYPE_CHECKING:
+    from kernos.runtime import Session
     from kernos.tasks._manager import TaskManager, TaskRecord
 
 #: ``task_output(mode="full")`` shows at most this many characters of a transcript.

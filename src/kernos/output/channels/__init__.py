@@ -1,12 +1,17 @@
 """The built-in channel kinds. Each is a factory registered in the ``kernos.channels`` entry-point
 group — the same way a third-party plugin registers its kinds."""
 
-from kernos.output.channels._apprise import apprise_channel
-from kernos.output.channels._console import console_channel
-from kernos.output.channels._email import email_channel
-from kernos.output.channels._file import file_channel
-from kernos.output.channels._onebot import onebot_channel
-from kernos.output.channels._webhook import webhook_channel
+import typing
+
+from kernos import _lazy
+
+if typing.TYPE_CHECKING:
+    from kernos.output.channels._apprise import apprise_channel
+    from kernos.output.channels._console import console_channel
+    from kernos.output.channels._email import email_channel
+    from kernos.output.channels._file import file_channel
+    from kernos.output.channels._onebot import onebot_channel
+    from kernos.output.channels._webhook import webhook_channel
 
 __all__ = [
     "apprise_channel",
@@ -16,3 +21,17 @@ __all__ = [
     "onebot_channel",
     "webhook_channel",
 ]
+
+
+#: name -> private module, imported on first use: a kind loads only its own client library
+_EXPORTS = {
+    "apprise_channel": "_apprise",
+    "console_channel": "_console",
+    "email_channel": "_email",
+    "file_channel": "_file",
+    "onebot_channel": "_onebot",
+    "webhook_channel": "_webhook",
+}
+
+if not typing.TYPE_CHECKING:
+    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)

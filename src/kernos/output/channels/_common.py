@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from kernos.output._channel import ChannelError
 from kernos.output._parse import OutputItem
 from kernos.runtime import scrub_text
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def unsupported(item: OutputItem, types: tuple[str, ...]) -> ChannelError:
@@ -45,6 +46,8 @@ async def post_json(
     url: str, body: Any, *, headers: Mapping[str, str], timeout: float
 ) -> httpx.Response:
     """POST ``body`` as JSON; connection problems become :class:`ChannelError`."""
+    import httpx  # ~0.1 s with its CLI; `kernos channels` and the file kind never need it
+
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
             return await client.post(url, json=body, headers=dict(headers))

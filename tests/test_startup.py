@@ -1,0 +1,98 @@
+"""Start-up (issue 13, item 1): the light commands never import the model machinery.
+
+Each command runs in a fresh interpreter through ``kernos.cli.main``, exactly as the ``kernos``
+script runs it; afterwards the process reports which top-level modules it loaded. The model stack
+(pydantic-ai, the provider SDKs) and the client libraries of channel kinds not configured must be
+absent; ``--help`` and ``--version`` do not even load pydantic (no config is read).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: runs argv[2:] as ``kernos ...`` and writes {"exit", "modules"} as JSON to argv[1]
+PROBE = """
+import json, sys
+from kernos.cli import main
+
+report, sys.argv = sys.argv[1], ["kernos", *sys.argv[2:]]
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code or 0
+modules = sorted({name.partition(".")[0] for name in sys.modules})
+with open(report, "w", encoding="utf-8") as out:
+    json.dump({"exit": code, "modules": modules}, out)
+"""
+
+#: what only a command that talks to a model (or sends through such a channel) may load
+MODEL_STACK = {"pydantic_ai", "openai", "anthropic", "genai_prices", "tiktoken"}
+CHANNEL_CLIENTS = {"apprise", "aiosmtplib"}
+
+CONFIG = """\
+[channels.log]
+kind = "file"
+path = "out/log.jsonl"
+description = "Where the agent writes its log."
+"""
+
+
+def run_light(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    report = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(report), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert report.exists(), done.stderr
+    loaded = json.loads(report.read_text(encoding="utf-8"))
+    assert loaded["exit"] == 0, done.stderr
+    return done, set(loaded["modules"])
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_load_neither_models_nor_config(tmp_path: Path, flag: str) -> None:
+    done, modules = run_light(tmp_path, flag)
+    assert "kernos" in done.stdout
+    assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
+    assert sorted(modules & {"pydantic", "yaml", "httpx"}) == []
+
+
+def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
+    done, modules = run_light(tmp_path, "tasks", "list")
+    assert done.stdout == "(no tasks)\n"
+    assert "sqlite3" in modules  # the probe saw the store being read
+    assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
+
+
+def test_channels_loads_only_the_configured_kind(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    done, modules = run_light(tmp_path, "channels")
+    assert done.stdout.startswith("- log (file): Where the agent writes its log.")
+    assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
+
+
+LAZY_PACKAGES = ["kernos.runtime", "kernos.tasks", "kernos.compress", "kernos.output.channels"]
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_lazy_names_match_all_and_their_modules(name: str) -> None:
+    package = importlib.import_module(name)
+    exports: dict[str, str] = package._EXPORTS
+    assert sorted(exports) == sorted(package.__all__)
+    for public, module in exports.items():
+        defining = importlib.import_module(f"{name}.{module}")
+        assert getattr(package, public) is getattr(defining, public)
+    assert set(package.__all__) <= set(dir(package))
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        package.nope  # noqa: B018
