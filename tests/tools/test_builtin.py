@@ -267,3 +267,23 @@ async def test_read_file_caps_the_text_of_one_call(ws: Path) -> None:
     assert len(result.text) <= 100_000 + 200
     assert result.text.startswith("wide.txt lines 1-99 of 300:\n")
     assert result.text.endswith("[201 lines more; call read_file with offset=100 to continue]")
+
+
+async def test_the_workspace_table_confines_the_built_ins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The built-ins ask the runtime's one policy: `[workspace] roots` applies to them too."""
+    from kernos.runtime import load_config
+    from kernos.tools import load_catalog
+
+    monkeypatch.delenv("KERNOS_HOME", raising=False)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("inside the root\n")
+    (tmp_path / "notes.md").write_text("outside the root\n")
+    (tmp_path / "kernos.toml").write_text('[workspace]\nroots = ["docs"]\n')
+    catalog = load_catalog(load_config(cwd=tmp_path))
+    read = next(e.spec for e in catalog.for_agent("main") if e.spec.name == "read_file")
+    inside = await call_tool(read, {"path": "guide.md"})
+    assert "inside the root" in inside.text and not inside.is_error
+    outside = await call_tool(read, {"path": str(tmp_path / "notes.md")})
+    assert outside.is_error and "outside the workspace" in outside.text

@@ -46,7 +46,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
     from kernos.runtime._store import Migration, Store, StoreError, redact
-    from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused
+    from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused, path_problem
 
 __all__ = [
     "NO_MODEL_MESSAGE",
@@ -82,6 +82,7 @@ __all__ = [
     "load_config",
     "new_session_id",
     "parse_agent_file",
+    "path_problem",
     "pick_model_name",
     "redact",
     "register_env_secrets",
@@ -130,6 +131,7 @@ _EXPORTS = {
     "load_config": "_config",
     "new_session_id": "_session",
     "parse_agent_file": "_config",
+    "path_problem": "_workspace",
     "pick_model_name": "_models",
     "redact": "_store",
     "register_env_secrets": "_secrets",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolSpec
-from kernos.runtime import Config, ConfigError
+from kernos.runtime import Config, ConfigError, WorkspacePolicy
 from kernos.tools._builtin import builtin_tools
 from kernos.tools._functions import function_tool
 from kernos.tools._paths import LocalWorkspace, WorkspacePaths
@@ -73,14 +73,15 @@ class ToolEntry:
 
 
 def default_workspace(config: Config, cwd: Path | None = None) -> LocalWorkspace:
-    """The working directory, without kernos' state directory and config file.
+    """The runtime's workspace policy for the built-in tools: ``[workspace] roots`` (default: the
+    config's directory, else ``cwd``), ``allow_hidden``, minus kernos' state and config file.
 
-    TODO(integration): build it from the runtime's workspace policy (``[workspace] roots``,
-    ``allow_hidden``, its denied paths) — ``LocalWorkspace(policy.roots, denied=policy.denied,
-    allow_hidden=policy.allow_hidden)`` — or make that policy satisfy :class:`WorkspacePaths`.
+    Raises:
+        ConfigError: a ``[workspace]`` root is not an existing directory.
     """
-    denied = [config.home] + ([config.path] if config.path is not None else [])
-    return LocalWorkspace([cwd or Path.cwd()], denied=denied)
+    if config.path is None and cwd is not None:
+        return LocalWorkspace.from_policy(WorkspacePolicy.default(cwd))
+    return LocalWorkspace.from_policy(WorkspacePolicy.from_config(config))
 
 
 def _source_of(ep: EntryPoint) -> str:

@@ -1,9 +1,10 @@
 """Where the built-in tools may look: a model-supplied path becomes a real path in the workspace.
 
-The runtime's workspace policy (issue 8 §1, ``[workspace] roots``) is being built in parallel.
-Until it lands, :class:`WorkspacePaths` is the small protocol these tools need from it and
-:class:`LocalWorkspace` a default confined to the working directory.
-TODO(integration): replace ``LocalWorkspace`` with the runtime policy; keep the protocol.
+:class:`WorkspacePaths` is the small protocol these tools need; :class:`LocalWorkspace` implements
+it on the runtime's one workspace rule (:func:`kernos.runtime.path_problem`, the rule every channel
+attachment goes through too), adding what listing needs: directories, and whether a path found
+while walking a root may be shown. :meth:`LocalWorkspace.from_policy` builds it from
+``[workspace]`` (roots, ``allow_hidden``, the state directory and the config file).
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ from pathlib import Path
 from typing import Protocol
 
 from kernos.boundary import ToolError
+from kernos.runtime import WorkspacePolicy, path_problem
 
 #: the default cap on a file a built-in tool reads (checked with ``stat`` before a byte is read)
 MAX_FILE_BYTES = 10 * 1024 * 1024
 
-#: never files, whatever the roots say (``/proc/self/environ`` reads as every secret in the env)
-_SYSTEM = (Path("/proc"), Path("/sys"), Path("/dev"))
+#: what the runtime rule's answers mean to a model reading a tool's refusal
+_PROBLEMS = {
+    "outside": "is outside the workspace (roots: {roots})",
+    "system": "is a system file (/proc, /sys, /dev), which tools may not read",
+    "denied": "is kernos' own state or configuration, which tools may not read",
+    "hidden": "is hidden (a path component starts with '.'), and hidden paths are not shown",
+}
 
 
 class PathRefused(ToolError):
@@ -77,8 +84,23 @@ class LocalWorkspace:
     ) -> None:
         self._roots = tuple(Path(r).resolve() for r in (roots or [Path.cwd()]))
         self._denied = tuple(Path(d).resolve() for d in denied)
+        self._root_texts = tuple(str(r) for r in self._roots)
+        self._denied_texts = tuple(str(d) for d in self._denied)
         self._max = max_file_bytes
         self._allow_hidden = allow_hidden
+
+    @classmethod
+    def from_policy(
+        cls, policy: WorkspacePolicy, *, max_file_bytes: int = MAX_FILE_BYTES
+    ) -> LocalWorkspace:
+        """The built-in tools' view of the runtime's workspace policy: the same roots, denied
+        paths and ``allow_hidden``."""
+        return cls(
+            policy.roots,
+            denied=policy.denied,
+            max_file_bytes=max_file_bytes,
+            allow_hidden=policy.allow_hidden,
+        )
 
     @property
     def roots(self) -> Sequence[Path]:
@@ -91,27 +113,14 @@ class LocalWorkspace:
     def _roots_text(self) -> str:
         return ", ".join(str(r) for r in self._roots)
 
-    def _root_of(self, path: Path) -> Path | None:
-        for root in self._roots:
-            if path == root or path.is_relative_to(root):
-                return root
-        return None
-
     def _problem(self, path: Path) -> str | None:
-        """Why an absolute, resolved path may not be used (``None``: it may)."""
-        root = self._root_of(path)
-        if root is None:
-            return f"is outside the workspace (roots: {self._roots_text()})"
-        if any(path == s or path.is_relative_to(s) for s in _SYSTEM):
-            return "is a system file (/proc, /sys, /dev), which tools may not read"
-        for denied in self._denied:
-            if path == denied or path.is_relative_to(denied):
-                return "is kernos' own state or configuration, which tools may not read"
-        if not self._allow_hidden and any(
-            part.startswith(".") for part in path.relative_to(root).parts
-        ):
-            return "is hidden (a path component starts with '.'), and hidden paths are not shown"
-        return None
+        """Why an absolute, normalized path may not be used (``None``: it may)."""
+        problem = path_problem(
+            str(path), self._root_texts, self._denied_texts, allow_hidden=self._allow_hidden
+        )
+        if problem is None:
+            return None
+        return _PROBLEMS[problem].format(roots=self._roots_text())
 
     def resolve(self, path: str, *, directory: bool = False) -> Path:
         given = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
