@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -11,6 +13,9 @@ from kernos.boundary import ToolContext, ToolResult, ToolSpec
 from kernos.output._channel import SEND_PREFIX, Channel, InboundMessage
 from kernos.output._kernel import OutputKernel
 from kernos.output._texts import param_descriptions, text
+
+if TYPE_CHECKING:
+    from kernos.runtime import Config
 
 LIST_TOOL = "output_list_channels"
 
@@ -138,3 +143,56 @@ def output_tools(
         tools.append(help_tool(channel))
     tools.append(list_tool(kernel))
     return tools
+
+
+class OutputToolset:
+    """Output channels as a toolset: ``output_send__<channel>``, ``output_help__<channel>`` and the
+    list tool for the channels the session's agent may use.
+
+    Owns its :class:`OutputKernel` (its channels and their HTTP clients): closed on exit.
+
+    Args:
+        kernel: the kernel (see :meth:`from_config`).
+        inbound: the message being answered, for safe recipient backfill.
+    """
+
+    name = "output"
+
+    def __init__(self, kernel: OutputKernel, *, inbound: InboundMessage | None = None) -> None:
+        self.kernel = kernel
+        self.inbound = inbound
+
+    @classmethod
+    def from_config(cls, config: Config) -> OutputToolset:
+        """The toolset for ``kernos.toml``'s channels.
+
+        Raises:
+            ConfigError: a channel table is wrong.
+        """
+        return cls(OutputKernel.from_config(config))
+
+    async def tools(self, session: Any) -> list[ToolSpec[Any]]:
+        return output_tools(self.kernel, getattr(session, "agent", "main"), inbound=self.inbound)
+
+    def outstanding(self) -> bool:
+        return False
+
+    async def wait_change(self) -> None:
+        await asyncio.Event().wait()
+
+    async def aclose(self) -> None:
+        """Close the kernel's channels and their clients (when the kernel has a close hook)."""
+        close = getattr(self.kernel, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> OutputToolset:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

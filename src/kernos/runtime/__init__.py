@@ -44,13 +44,24 @@ if typing.TYPE_CHECKING:
         scrub_value,
         url_secrets,
     )
-    from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
+    from kernos.runtime._session import Session, SessionEvent, new_session_id
     from kernos.runtime._store import Migration, Store, StoreError, redact
+    from kernos.runtime._toolsets import (
+        BaseToolset,
+        Cancellable,
+        StaticToolset,
+        Toolset,
+        Watcher,
+        cancel_toolsets,
+        shielded,
+    )
     from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused
 
 __all__ = [
     "NO_MODEL_MESSAGE",
     "AgentConfig",
+    "BaseToolset",
+    "Cancellable",
     "CassetteError",
     "CategoryConfig",
     "Config",
@@ -66,14 +77,17 @@ __all__ = [
     "SecretsFilter",
     "Session",
     "SessionEvent",
+    "StaticToolset",
     "Store",
     "StoreError",
     "TasksConfig",
     "ToolConfig",
+    "Toolset",
     "Watcher",
     "WorkspaceConfig",
     "WorkspacePolicy",
     "WorkspaceRefused",
+    "cancel_toolsets",
     "forget_secrets",
     "install_log_scrubber",
     "kernos_home",
@@ -91,14 +105,16 @@ __all__ = [
     "scrub_result",
     "scrub_text",
     "scrub_value",
+    "shielded",
     "url_secrets",
     "write_cassette",
 ]
 
 #: name -> private module, imported on first use: config and store never load pydantic-ai
 _EXPORTS = {
-    "NO_MODEL_MESSAGE": "_config",
     "AgentConfig": "_config",
+    "BaseToolset": "_toolsets",
+    "Cancellable": "_toolsets",
     "CassetteError": "_cassette",
     "CategoryConfig": "_config",
     "Config": "_config",
@@ -106,6 +122,7 @@ _EXPORTS = {
     "McpServerConfig": "_config",
     "Migration": "_store",
     "ModelAlias": "_config",
+    "NO_MODEL_MESSAGE": "_config",
     "NoModelError": "_config",
     "OutputConfig": "_config",
     "RecordingModel": "_cassette",
@@ -114,14 +131,17 @@ _EXPORTS = {
     "SecretsFilter": "_secrets",
     "Session": "_session",
     "SessionEvent": "_session",
+    "StaticToolset": "_toolsets",
     "Store": "_store",
     "StoreError": "_store",
     "TasksConfig": "_config",
     "ToolConfig": "_config",
-    "Watcher": "_session",
+    "Toolset": "_toolsets",
+    "Watcher": "_toolsets",
     "WorkspaceConfig": "_config",
     "WorkspacePolicy": "_workspace",
     "WorkspaceRefused": "_workspace",
+    "cancel_toolsets": "_toolsets",
     "forget_secrets": "_secrets",
     "install_log_scrubber": "_secrets",
     "kernos_home": "_config",
@@ -139,6 +159,7 @@ _EXPORTS = {
     "scrub_result": "_secrets",
     "scrub_text": "_secrets",
     "scrub_value": "_secrets",
+    "shielded": "_toolsets",
     "url_secrets": "_secrets",
     "write_cassette": "_cassette",
 }

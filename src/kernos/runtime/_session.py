@@ -6,7 +6,7 @@ import asyncio
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import pydantic_ai
 from pydantic_ai import Agent
@@ -26,6 +26,7 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._clean import clean_model
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
+from kernos.runtime._toolsets import Watcher
 
 # pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
 # in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
@@ -41,18 +42,6 @@ class SessionEvent:
     agent: str
     kind: str
     data: dict[str, Any] = field(default_factory=dict)
-
-
-class Watcher(Protocol):
-    """Background work that may still send a session messages (children, say)."""
-
-    def outstanding(self) -> bool:
-        """True while the work may still produce a message for the session."""
-        ...
-
-    async def wait_change(self) -> None:
-        """Return when the work changed state."""
-        ...
 
 
 def new_session_id() -> str:

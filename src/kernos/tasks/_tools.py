@@ -15,7 +15,8 @@ from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 
 if TYPE_CHECKING:
     from kernos.runtime import Session
-    from kernos.tasks._manager import TaskManager, TaskRecord
+    from kernos.tasks._manager import TaskManager
+    from kernos.tasks._scheduler import TaskRecord
 
 #: ``task_output(mode="full")`` shows at most this many characters of a transcript.
 FULL_OUTPUT_CAP = 20_000
