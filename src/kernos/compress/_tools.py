@@ -130,7 +130,7 @@ def compress_tools(protocol: CompressProtocol) -> list[ToolSpec[Any]]:
         except CompressError as exc:
             code = "no_draft" if protocol.latest is None else "not_reviewed"
             raise ToolError(code, str(exc)) from None
-        session = ctx.extras.get("session")
+        session = ctx.session if ctx.session is not None else ctx.extras.get("session")
         if session is not None:
             # the run ends here: no further model request is needed to hear this result
             session.request_stop()

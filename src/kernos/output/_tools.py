@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from kernos.boundary import ToolContext, ToolResult, ToolSpec
+from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
 from kernos.output._channel import SEND_PREFIX, Channel, InboundMessage
 from kernos.output._kernel import OutputKernel
+from kernos.output._parse import OutputArgumentError, parse_output_items
+from kernos.output._receipt import OutputReceipt, render_receipt
 from kernos.output._texts import param_descriptions, text
 
 if TYPE_CHECKING:
@@ -72,23 +74,49 @@ def send_tool(
 ) -> ToolSpec[SendParams]:
     """``output_send__<name>``: the same parse, gate, stages and receipt as every other path."""
 
+    def validate(params: SendParams, ctx: ToolContext) -> ToolError | None:
+        # the gate and the parse run in the semantic stage: nothing is sent before both pass
+        try:
+            target = kernel.gate(ctx.agent, channel.name)
+            items = parse_output_items(
+                params.payload, params.type, params.meta, max_items=kernel.max_items
+            )
+        except OutputArgumentError as exc:
+            return ToolError(exc.code, exc.message, {"channel": channel.name})
+        ctx.resolved = (target, items)
+        return None
+
     async def execute(params: SendParams, ctx: ToolContext) -> ToolResult:
-        receipt = await kernel.send(
-            channel.name,
-            params.payload,
-            params.type,
-            params.meta,
-            agent=ctx.agent,
-            session_id=ctx.session_id,
-            inbound=_inbound(ctx, inbound),
+        inbound_now = _inbound(ctx, inbound)
+        if ctx.resolved is None:  # called without the pipeline's semantic stage
+            receipt = await kernel.send(
+                channel.name,
+                params.payload,
+                params.type,
+                params.meta,
+                agent=ctx.agent,
+                session_id=ctx.session_id,
+                inbound=inbound_now,
+            )
+            return receipt.to_tool_result()
+        target, items = ctx.resolved
+        outcomes = await kernel.send_items(
+            target, items, agent=ctx.agent, session_id=ctx.session_id, inbound=inbound_now
         )
-        return receipt.to_tool_result()
+        single = isinstance(params.payload, str)
+        return OutputReceipt(
+            channel.name,
+            render_receipt(channel.name, outcomes, single=single),
+            tuple(outcomes),
+            single=single,
+        ).to_tool_result()
 
     return ToolSpec(
         name=SEND_PREFIX + channel.name,
         description=f"{channel.summary()}\n{text('send_arrays.md')}",
         params=SendParams,
         execute=execute,
+        validate=validate,
         json_schema=send_schema(),
     )
 

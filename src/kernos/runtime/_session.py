@@ -59,6 +59,9 @@ class Session:
         session_id: a stable id (new ``s_…`` when omitted).
         store: where turns are recorded (none: not recorded).
         on_event: called for each :class:`SessionEvent`.
+        retries: the retry budget of every tool in this session (config ``retries``); ``None``
+            keeps each tool's own ``max_retries``.
+        workspace: the workspace policy tools see in their context (``ToolContext.workspace``).
     """
 
     def __init__(
@@ -71,8 +74,12 @@ class Session:
         session_id: str | None = None,
         store: Store | None = None,
         on_event: Callable[[SessionEvent], None] | None = None,
+        retries: int | None = None,
+        workspace: Any = None,
     ) -> None:
         self.model = model
+        self.retries = retries
+        self.workspace = workspace
         self.instructions = instructions
         self.agent = agent
         self.session_id = session_id or new_session_id()

@@ -87,6 +87,25 @@ class TaskManager(TaskScheduler):
         Raises:
             ToolError: the depth limit, a taken name, or a model that cannot be built.
         """
+        models = self.check_spawn(session, resolution)
+        depth = self._depth.get(session.session_id, 0)
+        in_background = resolution.background if background is None else background
+        records = [
+            self._create(session, item, model, depth + 1, in_background, resolution.tools)
+            for item, model in zip(resolution.items, models, strict=True)
+        ]
+        for record in records:
+            self._start(record, self._first_message(record))
+        return records
+
+    def check_spawn(self, session: Session, resolution: SpawnResolution) -> list[str]:
+        """Every rule a spawn must pass before anything starts (the ``task`` tool's semantic
+        stage): a resolved call, the depth limit, free names, usable models. Returns the model
+        name of each item.
+
+        Raises:
+            ToolError: the first rule the call breaks.
+        """
         if resolution.kind != "ok":
             raise resolution.error or ToolError("invalid_arguments", "invalid task call")
         depth = self._depth.get(session.session_id, 0)
@@ -105,14 +124,7 @@ class TaskManager(TaskScheduler):
                 raise ToolError(
                     "model_unavailable", f"Model {name} cannot be used: {exc}. Nothing was spawned."
                 ) from None
-        in_background = resolution.background if background is None else background
-        records = [
-            self._create(session, item, model, depth + 1, in_background, resolution.tools)
-            for item, model in zip(resolution.items, models, strict=True)
-        ]
-        for record in records:
-            self._start(record, self._first_message(record))
-        return records
+        return models
 
     def _check_names(self, session: Session, items: Sequence[SpawnItem]) -> None:
         taken = {r.name: f"task {r.id}" for r in self.children(session) if r.name}
