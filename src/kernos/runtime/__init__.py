@@ -30,6 +30,7 @@ if typing.TYPE_CHECKING:
         parse_agent_file,
     )
     from kernos.runtime._models import pick_model_name, resolve_model
+    from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
         SecretsFilter,
@@ -70,6 +71,7 @@ __all__ = [
     "Migration",
     "ModelAlias",
     "NoModelError",
+    "NormalizedToolset",
     "OutputConfig",
     "RecordingModel",
     "ReplayModel",
@@ -87,6 +89,7 @@ __all__ = [
     "WorkspaceConfig",
     "WorkspacePolicy",
     "WorkspaceRefused",
+    "as_pydantic_ai",
     "cancel_toolsets",
     "forget_secrets",
     "install_log_scrubber",
@@ -95,6 +98,7 @@ __all__ = [
     "latest_message_text",
     "load_config",
     "new_session_id",
+    "normalized",
     "parse_agent_file",
     "pick_model_name",
     "redact",
@@ -124,6 +128,7 @@ _EXPORTS = {
     "ModelAlias": "_config",
     "NO_MODEL_MESSAGE": "_config",
     "NoModelError": "_config",
+    "NormalizedToolset": "_pydantic_ai",
     "OutputConfig": "_config",
     "RecordingModel": "_cassette",
     "ReplayModel": "_cassette",
@@ -141,6 +146,7 @@ _EXPORTS = {
     "WorkspaceConfig": "_config",
     "WorkspacePolicy": "_workspace",
     "WorkspaceRefused": "_workspace",
+    "as_pydantic_ai": "_pydantic_ai",
     "cancel_toolsets": "_toolsets",
     "forget_secrets": "_secrets",
     "install_log_scrubber": "_secrets",
@@ -149,6 +155,7 @@ _EXPORTS = {
     "latest_message_text": "_cassette",
     "load_config": "_config",
     "new_session_id": "_session",
+    "normalized": "_pydantic_ai",
     "parse_agent_file": "_config",
     "pick_model_name": "_models",
     "redact": "_store",
