@@ -105,7 +105,7 @@ class McpToolset:
         await asyncio.Event().wait()
 
     async def aclose(self, *, wait: bool = True) -> None:
-        """Stop the server (the ``Attachment`` shape ``kernos run`` uses today)."""
+        """Stop the server (what leaving ``async with`` does)."""
         await self.stop()
 
     # -- lifecycle ------------------------------------------------------------------------------
