@@ -108,3 +108,53 @@ def test_a_crashing_tool_traceback_is_in_kernos_log(
     log = (tmp_path / ".kernos" / "kernos.log").read_text(encoding="utf-8")
     assert "tool boom failed" in log
     assert "Traceback (most recent call last)" in log and "RuntimeError: kaboom now" in log
+
+
+class Recording(BaseToolset):
+    """A toolset that records its lifecycle."""
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    async def cancel(self, reason: str) -> None:
+        self.log.append(f"cancel {self.name}: {reason}")
+
+    async def aclose(self) -> None:
+        self.log.append(f"close {self.name}")
+
+
+async def test_agent_session_closes_every_toolset_on_error_and_cancels_on_cancellation(
+    openai_env: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    import asyncio
+
+    import pytest
+
+    from kernos._app import agent_session
+
+    runtime = Runtime(load_config(cwd=tmp_path), model="openai-chat:x")
+    log: list[str] = []
+    factories = [lambda rt, wait, n=n: Recording(log, n) for n in ("a", "b")]
+    with pytest.raises(RuntimeError):
+        async with agent_session(runtime, toolsets=factories) as (_, opened):
+            assert [t.name for t in opened] == ["a", "b"]
+            raise RuntimeError("body failed")
+    assert log == ["close b", "close a"]
+    log.clear()
+
+    async def body() -> None:
+        async with agent_session(runtime, toolsets=factories):
+            await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(body())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert log == [
+        "cancel a: the run was interrupted",
+        "cancel b: the run was interrupted",
+        "close b",
+        "close a",
+    ]
+    runtime.close()
