@@ -1,8 +1,9 @@
 """Application wiring: the one place that knows every subsystem.
 
-Layers below (boundary, runtime, tasks, output, compress) never import each other sideways; this
-module composes them for ``kernos run`` and ``kernos demo``. Each subsystem contributes an
-:class:`Attachment` to a session: the tools it adds, background work to wait for, cleanup.
+Layers below (boundary, runtime, tasks, output, compress, tools) never import each other sideways;
+this module composes them for ``kernos run``, ``kernos demo`` and ``kernos mcp``. Each subsystem
+is a :class:`kernos.runtime.Toolset`; :func:`agent_session` opens them all on one session with an
+:class:`contextlib.AsyncExitStack` and closes them all, whatever happens.
 """
 
 from __future__ import annotations
@@ -11,93 +12,131 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from types import TracebackType
+from typing import Any, TypeVar
 
-from kernos.runtime import ConfigError, Runtime, Session, SessionEvent, Watcher
-
-
-class Attachment(Watcher, Protocol):
-    """What a subsystem hangs on a session: background work to wait for, and cleanup."""
-
-    async def aclose(self, *, wait: bool) -> None:
-        """Release resources; ``wait=False`` abandons unfinished work."""
-        ...
-
-
-@runtime_checkable
-class Cancellable(Protocol):
-    """An attachment whose unfinished work can be stopped and recorded as cancelled."""
-
-    async def cancel(self, reason: str) -> None:
-        """Stop unfinished work now; what was stopped is recorded ``cancelled`` with ``reason``."""
-        ...
-
+from kernos.runtime import (
+    ConfigError,
+    Runtime,
+    Session,
+    SessionEvent,
+    Toolset,
+    cancel_toolsets,
+    shielded,
+)
 
 log = logging.getLogger("kernos.run")
 
 T = TypeVar("T")
 
-AttachFn = Callable[[Runtime, Session], Awaitable["Attachment | None"]]
+#: builds one subsystem's toolset for a run (``wait``: wait for background work on exit); ``None``
+#: when the subsystem has nothing to offer
+ToolsetFactory = Callable[[Runtime, bool], "Toolset | None"]
 
 
-async def _attach_outputs(runtime: Runtime, session: Session) -> Attachment | None:
+def _output_toolset(runtime: Runtime, wait: bool) -> Toolset:
     """Output channels: ``output_send__<channel>`` tools for the channels the agent may use."""
-    from kernos.output import OutputKernel, output_tools
+    from kernos.output import OutputToolset
 
-    session.add_tools(output_tools(OutputKernel.from_config(runtime.config), session.agent))
-    return None
+    return OutputToolset.from_config(runtime.config)
 
 
-async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None:
+def _task_toolset(runtime: Runtime, wait: bool) -> Toolset:
     """Sub-agent tasks: ``task``, ``task_send``, ``task_output``, ``task_cancel``."""
-    from kernos.tasks import TaskManager
+    from kernos.tasks import TaskToolset
 
-    manager = TaskManager(runtime)
-    session.add_tools(manager.tools_for(session))
-    return manager.attachment(session)
+    return TaskToolset(runtime, wait=wait)
 
 
-async def _attach_tools(runtime: Runtime, session: Session) -> Attachment | None:
+def _catalog_toolset(runtime: Runtime, wait: bool) -> Toolset:
     """Workspace tools, ``[tools.NAME]`` functions and plugins, as the agent's ``tools`` selects."""
-    from kernos.tools import agent_tools
+    from kernos.tools import CatalogToolset
 
-    session.add_tools(
-        agent_tools(runtime.config, session.agent, present=session.tools.__contains__)
-    )
-    return None
+    return CatalogToolset(runtime.config)
 
 
-async def _attach_mcp(runtime: Runtime, session: Session) -> Attachment | None:
-    """MCP servers: ``<server>__<tool>`` for every ``[mcp.NAME]`` server (started here, stopped
-    when the run ends)."""
+def _mcp_toolset(runtime: Runtime, wait: bool) -> Toolset | None:
+    """MCP servers: ``<server>__<tool>`` for every ``[mcp.NAME]`` server (started on first use,
+    stopped when the run ends)."""
     if not runtime.config.mcp:
         return None
-    from kernos.tools import McpServers, select_mcp_tools
+    from kernos.tools import McpAgentToolset
 
-    servers = McpServers(runtime.config)
-    try:
-        chosen, missing = select_mcp_tools(
-            runtime.config.agent(session.agent).tools,
-            await servers.tools(session),
-            runtime.config.mcp,
-        )
-        if missing:
-            raise ConfigError(
-                runtime.config.path,
-                f"agents.{session.agent}.tools",
-                f"{', '.join(missing)} matches none of the MCP servers' tools",
-                "run `kernos tools` to see what each server offers",
-            )
-        session.add_tools(t for t in chosen if t.name not in session.tools)
-    except BaseException:
-        await servers.aclose(wait=False)
-        raise
-    return servers
+    return McpAgentToolset(runtime.config)
 
 
-ATTACHERS: tuple[AttachFn, ...] = (_attach_outputs, _attach_tasks, _attach_tools, _attach_mcp)
+#: every subsystem's toolset, in the order their tools are added to a session
+TOOLSETS: tuple[ToolsetFactory, ...] = (
+    _output_toolset,
+    _task_toolset,
+    _catalog_toolset,
+    _mcp_toolset,
+)
+
+
+def _shielded_exit(toolset: Toolset) -> Callable[..., Awaitable[bool | None]]:
+    async def exit_(
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await shielded(toolset.__aexit__(exc_type, exc, tb))
+        return False  # never swallow what the body raised
+
+    return exit_
+
+
+@asynccontextmanager
+async def agent_session(
+    runtime: Runtime,
+    agent: str = "main",
+    *,
+    on_event: Callable[[SessionEvent], None] | None = None,
+    wait: bool = True,
+    toolsets: Sequence[ToolsetFactory] = TOOLSETS,
+    **session_options: Any,
+) -> AsyncIterator[tuple[Session, list[Toolset]]]:
+    """A session for ``agent`` with every subsystem's toolset open and its tools added.
+
+    On exit — normal, error or cancellation — every toolset is closed, shielded from a second
+    cancellation; a cancelled body first cancels the toolsets' unfinished work (children are
+    recorded ``cancelled``). Used by ``kernos run`` and ``kernos mcp``::
+
+        async with agent_session(runtime, "main") as (session, toolsets):
+            text = await session.serve(prompt, toolsets)
+
+    Args:
+        runtime: models, config and the store.
+        agent: the agent to run.
+        on_event: called for each session event.
+        wait: on exit, wait for background work (``False``: abandon it, children recorded lost).
+        toolsets: the toolset factories (default: every subsystem's).
+        session_options: passed to :meth:`kernos.runtime.Runtime.session`.
+
+    Raises:
+        ConfigError: a toolset could not offer its tools (an MCP server that did not start, an
+            unknown tool name); the toolsets opened so far are closed first.
+    """
+    session = runtime.session(agent, on_event=on_event, **session_options)
+    opened: list[Toolset] = []
+    async with AsyncExitStack() as stack:
+        try:
+            for make in toolsets:
+                toolset = make(runtime, wait)
+                if toolset is None:
+                    continue
+                await toolset.__aenter__()
+                stack.push_async_exit(_shielded_exit(toolset))
+                opened.append(toolset)
+                session.add_tools(await toolset.tools(session))
+            yield session, opened
+        except asyncio.CancelledError:
+            log.warning("session %s interrupted; cancelling its tasks", session.session_id)
+            await shielded(cancel_toolsets(opened, "the run was interrupted"))
+            raise
 
 
 @dataclass(frozen=True)
@@ -123,52 +162,34 @@ async def run_agent(
 ) -> RunOutcome:
     """Run ``agent`` on ``prompt`` with every subsystem's tools; wait for background children
     (and deliver their completions) unless ``wait`` is false."""
-    session = runtime.session(agent, on_event=on_event)
-    log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
-    attachments: list[Attachment] = []
+    session: Session | None = None
     try:
-        for attach in ATTACHERS:
-            attachment = await attach(runtime, session)
-            if attachment is not None:
-                attachments.append(attachment)
-        text = await (session.serve(prompt, attachments) if wait else session.prompt(prompt))
-    except asyncio.CancelledError:  # interrupted (run_until_signal): stop the children as well
-        log.warning("run %s interrupted; cancelling its tasks", session.session_id)
-        await _shielded(_cancel(attachments, "the run was interrupted"))
-        raise
+        async with agent_session(runtime, agent, on_event=on_event, wait=wait) as (
+            session,
+            toolsets,
+        ):
+            log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
+            try:
+                text = await (session.serve(prompt, toolsets) if wait else session.prompt(prompt))
+            except Exception as exc:  # provider errors, retry budget spent: the run failed
+                log.warning("run %s failed: %s", session.session_id, _describe(exc))
+                outcome = RunOutcome(session.last_text, session.session_id, error=_describe(exc))
+            else:
+                outcome = RunOutcome(text=text, session_id=session.session_id)
     except ConfigError:
-        raise  # an MCP server that did not start: one line and exit 2, after the cleanup below
-    except Exception as exc:  # provider errors, retry budget spent: the run failed
+        raise  # an MCP server that did not start: one line and exit 2, after the cleanup
+    except Exception as exc:  # a toolset that failed to open or close
+        if session is None:
+            raise
         log.warning("run %s failed: %s", session.session_id, _describe(exc))
         return RunOutcome(session.last_text, session.session_id, error=_describe(exc))
-    finally:
-        for attachment in attachments:
-            await _shielded(attachment.aclose(wait=wait))
-    log.info("run %s ended", session.session_id)
-    return RunOutcome(text=text, session_id=session.session_id)
+    log.info("run %s ended", outcome.session_id)
+    return outcome
 
 
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-async def _cancel(attachments: Sequence[Attachment], reason: str) -> None:
-    for attachment in attachments:
-        if isinstance(attachment, Cancellable):
-            await attachment.cancel(reason)
-
-
-async def _shielded(work: Awaitable[None]) -> None:
-    """Run cleanup to its end even if the task running it is cancelled again meanwhile."""
-    future = asyncio.ensure_future(work)
-    while not future.done():
-        try:
-            await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if future.cancelled():
-                raise
-    future.result()
 
 
 class Interrupted(Exception):

@@ -1,5 +1,5 @@
 """End to end over real HTTP: the local OpenAI-compatible server drives `run_agent`, whose
-session gets the output tools through `_attach_outputs`; channels deliver to a file and a
+session gets the output tools through `OutputToolset`; channels deliver to a file and a
 loopback webhook."""
 
 from __future__ import annotations

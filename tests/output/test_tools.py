@@ -157,3 +157,27 @@ async def test_the_send_tool_backfills_from_the_inbound_message(recorder: Record
     group = InboundMessage("qq", "10001", "group", "555")
     await call_tool(send, {"payload": "hi"}, ToolContext(extras={"inbound": group}))
     assert [i.meta for i in recorder.items] == ['{"user_id":"10001"}', None]
+
+
+async def test_the_gate_and_the_parse_run_in_the_semantic_stage_before_execute(
+    recorder: Recorder,
+) -> None:
+    import dataclasses
+
+    send_log = {t.name: t for t in output_tools(kernel(recorder), "main")}["output_send__log"]
+    executed: list[object] = []
+
+    async def spy(params: object, ctx: ToolContext) -> object:
+        executed.append(params)
+        return await send_log.execute(params, ctx)  # type: ignore[arg-type]
+
+    watched = dataclasses.replace(send_log, execute=spy)
+    for args, agent, code in (
+        ({"payload": ["a"]}, "bot", "not_authorized"),
+        ({"payload": ["a", None]}, "main", "empty_entry"),
+    ):
+        result = await call_tool(watched, args, ToolContext(agent=agent))
+        assert (result.stage, result.code) == ("semantic", code), result
+    assert executed == [] and recorder.calls == []
+    sent = await call_tool(watched, {"payload": ["a", "b"]}, ToolContext(agent="main"))
+    assert sent.text == "sent 2 messages via [log]" and len(executed) == 1

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +31,8 @@ from pydantic import BaseModel, ValidationError
 from kernos.boundary._text import clean_value, nesting_depth
 
 P = TypeVar("P", bound=BaseModel)
+
+logger = logging.getLogger("kernos.boundary")
 
 Stage = Literal["json", "schema", "semantic", "execute"]
 
@@ -97,23 +101,58 @@ class ToolResult:
 
 @dataclass
 class ToolContext:
-    """What ``execute`` may know about the call besides its arguments.
+    """What ``validate`` and ``execute`` may know about the call besides its arguments.
 
-    The boundary knows nothing of sessions or stores; callers put their handles in ``extras``.
+    The boundary imports nothing of kernos, so the handles are typed loosely here; the runtime
+    fills them with its own objects.
+
+    Args:
+        agent: the calling agent's name.
+        session_id: the calling session's id.
+        tool_call_id: the provider's id for this call.
+        extras: anything else a caller hands its tools (kept for compatibility).
+        session: the calling :class:`kernos.runtime.Session`, when there is one.
+        workspace: the :class:`kernos.runtime.WorkspacePolicy` model-supplied paths go through.
+        store: the :class:`kernos.runtime.Store`, when the session records to one.
+        resolved: what ``validate`` resolved for ``execute`` in this one call (the ``task`` tool
+            keeps its resolved batch here, so execute never resolves again).
     """
 
     agent: str = "main"
     session_id: str | None = None
     tool_call_id: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    session: Any = None
+    workspace: Any = None
+    store: Any = None
+    resolved: Any = None
 
 
 def _identity_prepare(raw: Any) -> dict[str, Any]:
     return dict(raw) if isinstance(raw, dict) else {}
 
 
-def _no_validate(params: Any) -> ToolError | None:
+def _no_validate(params: Any, ctx: ToolContext | None = None) -> ToolError | None:
     return None
+
+
+Validate = Callable[..., "ToolError | Awaitable[ToolError | None] | None"]
+
+
+def _takes_context(validate: Callable[..., Any]) -> bool:
+    """Whether ``validate`` is ``(params, ctx)`` (new) or ``(params)`` (the old form)."""
+    try:
+        signature = inspect.signature(validate)
+    except (TypeError, ValueError):  # a builtin or C callable: assume the old one-argument form
+        return False
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values()):
+        return True
+    return len(positional) >= 2
 
 
 Execute = Callable[[P, ToolContext], Awaitable["ToolResult | str"]]
@@ -129,7 +168,9 @@ class ToolSpec(Generic[P]):
         params: the pydantic model the prepared arguments are validated against.
         execute: ``async (params, ctx) -> ToolResult | str``.
         prepare: ``raw -> dict``; turns padding into absence; must not raise.
-        validate: ``params -> ToolError | None``; semantic rules after the schema.
+        validate: ``(params, ctx) -> ToolError | None`` (or awaitable); semantic rules and gates
+            after the schema, before ``execute``. The old one-argument form ``params -> ...`` is
+            accepted too.
         json_schema: overrides the schema shown to the model (default: from ``params``).
         max_retries: how many schema failures the model may make on this tool in a row.
     """
@@ -139,7 +180,7 @@ class ToolSpec(Generic[P]):
     params: type[P]
     execute: Execute[P]
     prepare: Callable[[Any], dict[str, Any]] = _identity_prepare
-    validate: Callable[[P], ToolError | None] = _no_validate
+    validate: Validate = _no_validate
     json_schema: dict[str, Any] | None = None
     max_retries: int = 3
 
@@ -152,6 +193,17 @@ class ToolSpec(Generic[P]):
             raise TypeError(f"tool {self.name!r}: params must be a pydantic BaseModel subclass")
         if not asyncio.iscoroutinefunction(self.execute):
             raise TypeError(f"tool {self.name!r}: execute must be an async function")
+        object.__setattr__(self, "_validate_ctx", _takes_context(self.validate))
+
+    async def check(self, params: P, ctx: ToolContext) -> ToolError | None:
+        """The semantic stage: ``validate`` with or without the context, awaited if async."""
+        if getattr(self, "_validate_ctx", True):
+            outcome = self.validate(params, ctx)
+        else:
+            outcome = self.validate(params)
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        return outcome if isinstance(outcome, ToolError) else None
 
     def schema(self) -> dict[str, Any]:
         """The JSON schema the model sees for this tool's arguments."""
@@ -282,7 +334,17 @@ async def call_tool(
             },
             is_error=True,
         )
-    rejection = spec.validate(params)
+    try:
+        rejection = await spec.check(params, ctx)
+    except ToolError as exc:  # raising the rejection is the same as returning it
+        rejection = exc
+    except Exception as exc:  # a validator that crashes is a bug; nothing is executed
+        logger.error("tool %s: validate failed", spec.name, exc_info=True)
+        return ToolResult(
+            text=f"Tool `{spec.name}` failed: {type(exc).__name__}: {exc}",
+            details={"code": "tool_failed", "stage": "semantic", "tool": spec.name},
+            is_error=True,
+        )
     if rejection is not None:
         return ToolResult.from_error(rejection, stage="semantic", tool=spec.name)
     try:
@@ -290,6 +352,8 @@ async def call_tool(
     except ToolError as exc:
         return ToolResult.from_error(exc, stage="semantic", tool=spec.name)
     except Exception as exc:
+        # the traceback goes to the log (kernos.log); the model reads one line
+        logger.error("tool %s failed", spec.name, exc_info=True)
         return ToolResult(
             text=f"Tool `{spec.name}` failed: {type(exc).__name__}: {exc}",
             details={"code": "tool_failed", "stage": "execute", "tool": spec.name},

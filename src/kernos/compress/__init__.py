@@ -22,12 +22,13 @@ if typing.TYPE_CHECKING:
     from kernos.compress._session import Status, method_text
     from kernos.compress._targets import resolve_targets
     from kernos.compress._tokens import DEFAULT_MAX_TOKENS, Tokenizer, count_bytes, count_o200k
-    from kernos.compress._tools import compress_tools
+    from kernos.compress._tools import CompressToolset, compress_tools
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "CompressError",
     "CompressProtocol",
+    "CompressToolset",
     "Draft",
     "FileReport",
     "Loss",
@@ -53,6 +54,7 @@ _EXPORTS = {
     "DEFAULT_MAX_TOKENS": "_tokens",
     "CompressError": "_protocol",
     "CompressProtocol": "_protocol",
+    "CompressToolset": "_tools",
     "Draft": "_protocol",
     "FileReport": "_loop",
     "Loss": "_protocol",

@@ -6,10 +6,12 @@ unknown top-level fields, and protocol errors come back to the model as the tool
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from functools import cache
 from importlib import resources
+from types import TracebackType
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -128,7 +130,7 @@ def compress_tools(protocol: CompressProtocol) -> list[ToolSpec[Any]]:
         except CompressError as exc:
             code = "no_draft" if protocol.latest is None else "not_reviewed"
             raise ToolError(code, str(exc)) from None
-        session = ctx.extras.get("session")
+        session = ctx.session if ctx.session is not None else ctx.extras.get("session")
         if session is not None:
             # the run ends here: no further model request is needed to hear this result
             session.request_stop()
@@ -153,3 +155,32 @@ def compress_tools(protocol: CompressProtocol) -> list[ToolSpec[Any]]:
             json_schema=_schema(ApproveArgs),
         ),
     ]
+
+
+class CompressToolset:
+    """One file's compress protocol as a toolset: ``rewrite`` and ``approve``."""
+
+    name = "compress"
+
+    def __init__(self, protocol: CompressProtocol) -> None:
+        self.protocol = protocol
+
+    async def tools(self, session: Any) -> list[ToolSpec[Any]]:
+        return compress_tools(self.protocol)
+
+    def outstanding(self) -> bool:
+        return False
+
+    async def wait_change(self) -> None:
+        await asyncio.Event().wait()
+
+    async def __aenter__(self) -> CompressToolset:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None

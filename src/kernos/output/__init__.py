@@ -16,9 +16,9 @@ from kernos.output._channel import (
     OutputContext,
     SendStatus,
 )
+from kernos.output._hooks import OutputHook
 from kernos.output._kernel import (
     OutputBlocked,
-    OutputHook,
     OutputKernel,
     backfill_meta,
     is_allowed,
@@ -38,7 +38,13 @@ from kernos.output._registry import (
     channel_kinds,
     load_hooks,
 )
-from kernos.output._tools import LIST_TOOL, channel_line, output_tools, send_schema
+from kernos.output._tools import (
+    LIST_TOOL,
+    OutputToolset,
+    channel_line,
+    output_tools,
+    send_schema,
+)
 
 __all__ = [
     "CHANNEL_GROUP",
@@ -60,6 +66,7 @@ __all__ = [
     "OutputItem",
     "OutputKernel",
     "OutputReceipt",
+    "OutputToolset",
     "SendStatus",
     "backfill_meta",
     "build_channel",

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kernos.output._channel import (
@@ -22,6 +21,7 @@ from kernos.output._channel import (
     OutputContext,
     SendStatus,
 )
+from kernos.output._hooks import OutputHook
 from kernos.output._parse import (
     DEFAULT_MAX_ITEMS,
     OutputArgumentError,
@@ -29,6 +29,7 @@ from kernos.output._parse import (
     parse_output_items,
 )
 from kernos.output._receipt import ItemOutcome, OutputReceipt, render_receipt
+from kernos.output._registry import build_channels, load_hooks
 from kernos.runtime import WorkspaceRefused, register_secrets, scrub_text
 
 if TYPE_CHECKING:
@@ -39,9 +40,6 @@ logger = logging.getLogger("kernos.output")
 _SENT = SendStatus.SENT
 _new_tuple = tuple.__new__
 
-BeforeOutput = Callable[[OutputItem, OutputContext], Awaitable[OutputItem | None]]
-AfterOutput = Callable[[OutputItem, OutputContext, ItemOutcome], Awaitable[None]]
-
 
 class OutputBlocked(Exception):
     """Raised by a ``before_output`` hook to veto an item: it fails with
@@ -50,24 +48,6 @@ class OutputBlocked(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class OutputHook:
-    """A plugin's stage hooks; either may be omitted.
-
-    Args:
-        name: shown in logs.
-        before_output: ``async (item, ctx) -> OutputItem | None``: ``None`` keeps the item, an item
-            replaces it (a blank payload clears it: the item fails ``cleared by plugin``), raising
-            :class:`OutputBlocked` vetoes it.
-        after_output: ``async (item, ctx, outcome) -> None``: an observer; its errors are logged
-            and never change the outcome.
-    """
-
-    name: str
-    before_output: BeforeOutput | None = None
-    after_output: AfterOutput | None = None
 
 
 def is_allowed(allowed: Sequence[str] | None, channel: str) -> bool:
@@ -232,8 +212,6 @@ class OutputKernel:
         Raises:
             ConfigError: a channel table is wrong (unknown kind or key, bad name or value).
         """
-        from kernos.output._registry import build_channels, load_hooks
-
         return cls(
             build_channels(config),
             allowed_outputs={name: a.allowed_outputs for name, a in config.agents.items()},

@@ -15,7 +15,7 @@ from kernos.output._channel import (
     ChannelFactory,
     channel_name_problem,
 )
-from kernos.output._kernel import OutputHook
+from kernos.output._hooks import OutputHook
 from kernos.runtime import Config, WorkspacePolicy, register_secrets
 
 CHANNEL_GROUP = "kernos.channels"

@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from kernos.boundary import ToolContext, ToolResult, ToolSpec
+from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
 from kernos.output._channel import SEND_PREFIX, Channel, InboundMessage
 from kernos.output._kernel import OutputKernel
+from kernos.output._parse import OutputArgumentError, parse_output_items
+from kernos.output._receipt import OutputReceipt, render_receipt
 from kernos.output._texts import param_descriptions, text
+
+if TYPE_CHECKING:
+    from kernos.runtime import Config
 
 LIST_TOOL = "output_list_channels"
 
@@ -67,23 +74,49 @@ def send_tool(
 ) -> ToolSpec[SendParams]:
     """``output_send__<name>``: the same parse, gate, stages and receipt as every other path."""
 
+    def validate(params: SendParams, ctx: ToolContext) -> ToolError | None:
+        # the gate and the parse run in the semantic stage: nothing is sent before both pass
+        try:
+            target = kernel.gate(ctx.agent, channel.name)
+            items = parse_output_items(
+                params.payload, params.type, params.meta, max_items=kernel.max_items
+            )
+        except OutputArgumentError as exc:
+            return ToolError(exc.code, exc.message, {"channel": channel.name})
+        ctx.resolved = (target, items)
+        return None
+
     async def execute(params: SendParams, ctx: ToolContext) -> ToolResult:
-        receipt = await kernel.send(
-            channel.name,
-            params.payload,
-            params.type,
-            params.meta,
-            agent=ctx.agent,
-            session_id=ctx.session_id,
-            inbound=_inbound(ctx, inbound),
+        inbound_now = _inbound(ctx, inbound)
+        if ctx.resolved is None:  # called without the pipeline's semantic stage
+            receipt = await kernel.send(
+                channel.name,
+                params.payload,
+                params.type,
+                params.meta,
+                agent=ctx.agent,
+                session_id=ctx.session_id,
+                inbound=inbound_now,
+            )
+            return receipt.to_tool_result()
+        target, items = ctx.resolved
+        outcomes = await kernel.send_items(
+            target, items, agent=ctx.agent, session_id=ctx.session_id, inbound=inbound_now
         )
-        return receipt.to_tool_result()
+        single = isinstance(params.payload, str)
+        return OutputReceipt(
+            channel.name,
+            render_receipt(channel.name, outcomes, single=single),
+            tuple(outcomes),
+            single=single,
+        ).to_tool_result()
 
     return ToolSpec(
         name=SEND_PREFIX + channel.name,
         description=f"{channel.summary()}\n{text('send_arrays.md')}",
         params=SendParams,
         execute=execute,
+        validate=validate,
         json_schema=send_schema(),
     )
 
@@ -138,3 +171,56 @@ def output_tools(
         tools.append(help_tool(channel))
     tools.append(list_tool(kernel))
     return tools
+
+
+class OutputToolset:
+    """Output channels as a toolset: ``output_send__<channel>``, ``output_help__<channel>`` and the
+    list tool for the channels the session's agent may use.
+
+    Owns its :class:`OutputKernel` (its channels and their HTTP clients): closed on exit.
+
+    Args:
+        kernel: the kernel (see :meth:`from_config`).
+        inbound: the message being answered, for safe recipient backfill.
+    """
+
+    name = "output"
+
+    def __init__(self, kernel: OutputKernel, *, inbound: InboundMessage | None = None) -> None:
+        self.kernel = kernel
+        self.inbound = inbound
+
+    @classmethod
+    def from_config(cls, config: Config) -> OutputToolset:
+        """The toolset for ``kernos.toml``'s channels.
+
+        Raises:
+            ConfigError: a channel table is wrong.
+        """
+        return cls(OutputKernel.from_config(config))
+
+    async def tools(self, session: Any) -> list[ToolSpec[Any]]:
+        return output_tools(self.kernel, getattr(session, "agent", "main"), inbound=self.inbound)
+
+    def outstanding(self) -> bool:
+        return False
+
+    async def wait_change(self) -> None:
+        await asyncio.Event().wait()
+
+    async def aclose(self) -> None:
+        """Close the kernel's channels and their clients (when the kernel has a close hook)."""
+        close = getattr(self.kernel, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> OutputToolset:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

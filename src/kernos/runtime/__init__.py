@@ -30,6 +30,7 @@ if typing.TYPE_CHECKING:
         parse_agent_file,
     )
     from kernos.runtime._models import pick_model_name, resolve_model
+    from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
         SecretsFilter,
@@ -44,13 +45,24 @@ if typing.TYPE_CHECKING:
         scrub_value,
         url_secrets,
     )
-    from kernos.runtime._session import Session, SessionEvent, Watcher, new_session_id
+    from kernos.runtime._session import Session, SessionEvent, new_session_id
     from kernos.runtime._store import Migration, Store, StoreError, redact
+    from kernos.runtime._toolsets import (
+        BaseToolset,
+        Cancellable,
+        StaticToolset,
+        Toolset,
+        Watcher,
+        cancel_toolsets,
+        shielded,
+    )
     from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused, path_problem
 
 __all__ = [
     "NO_MODEL_MESSAGE",
     "AgentConfig",
+    "BaseToolset",
+    "Cancellable",
     "CassetteError",
     "CategoryConfig",
     "Config",
@@ -59,6 +71,7 @@ __all__ = [
     "Migration",
     "ModelAlias",
     "NoModelError",
+    "NormalizedToolset",
     "OutputConfig",
     "RecordingModel",
     "ReplayModel",
@@ -66,14 +79,18 @@ __all__ = [
     "SecretsFilter",
     "Session",
     "SessionEvent",
+    "StaticToolset",
     "Store",
     "StoreError",
     "TasksConfig",
     "ToolConfig",
+    "Toolset",
     "Watcher",
     "WorkspaceConfig",
     "WorkspacePolicy",
     "WorkspaceRefused",
+    "as_pydantic_ai",
+    "cancel_toolsets",
     "forget_secrets",
     "install_log_scrubber",
     "kernos_home",
@@ -81,6 +98,7 @@ __all__ = [
     "latest_message_text",
     "load_config",
     "new_session_id",
+    "normalized",
     "parse_agent_file",
     "path_problem",
     "pick_model_name",
@@ -92,14 +110,16 @@ __all__ = [
     "scrub_result",
     "scrub_text",
     "scrub_value",
+    "shielded",
     "url_secrets",
     "write_cassette",
 ]
 
 #: name -> private module, imported on first use: config and store never load pydantic-ai
 _EXPORTS = {
-    "NO_MODEL_MESSAGE": "_config",
     "AgentConfig": "_config",
+    "BaseToolset": "_toolsets",
+    "Cancellable": "_toolsets",
     "CassetteError": "_cassette",
     "CategoryConfig": "_config",
     "Config": "_config",
@@ -107,7 +127,9 @@ _EXPORTS = {
     "McpServerConfig": "_config",
     "Migration": "_store",
     "ModelAlias": "_config",
+    "NO_MODEL_MESSAGE": "_config",
     "NoModelError": "_config",
+    "NormalizedToolset": "_pydantic_ai",
     "OutputConfig": "_config",
     "RecordingModel": "_cassette",
     "ReplayModel": "_cassette",
@@ -115,14 +137,18 @@ _EXPORTS = {
     "SecretsFilter": "_secrets",
     "Session": "_session",
     "SessionEvent": "_session",
+    "StaticToolset": "_toolsets",
     "Store": "_store",
     "StoreError": "_store",
     "TasksConfig": "_config",
     "ToolConfig": "_config",
-    "Watcher": "_session",
+    "Toolset": "_toolsets",
+    "Watcher": "_toolsets",
     "WorkspaceConfig": "_config",
     "WorkspacePolicy": "_workspace",
     "WorkspaceRefused": "_workspace",
+    "as_pydantic_ai": "_pydantic_ai",
+    "cancel_toolsets": "_toolsets",
     "forget_secrets": "_secrets",
     "install_log_scrubber": "_secrets",
     "kernos_home": "_config",
@@ -130,6 +156,7 @@ _EXPORTS = {
     "latest_message_text": "_cassette",
     "load_config": "_config",
     "new_session_id": "_session",
+    "normalized": "_pydantic_ai",
     "parse_agent_file": "_config",
     "path_problem": "_workspace",
     "pick_model_name": "_models",
@@ -141,6 +168,7 @@ _EXPORTS = {
     "scrub_result": "_secrets",
     "scrub_text": "_secrets",
     "scrub_value": "_secrets",
+    "shielded": "_toolsets",
     "url_secrets": "_secrets",
     "write_cassette": "_cassette",
 }

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._config import Config, load_config
+from kernos.runtime._config import Config, ConfigError, load_config
 from kernos.runtime._store import Store
+from kernos.runtime._workspace import WorkspacePolicy
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -34,6 +35,7 @@ class Runtime:
         self.config = config
         self.model_override = model
         self.record = record
+        self._workspace: WorkspacePolicy | None = None
         self._store: Store | None = None
         self._models: dict[str, Model] = {}
         self._recorded: list[dict[str, Any]] = []
@@ -60,6 +62,17 @@ class Runtime:
         if self._store is None:
             self._store = Store.open(self.home)
         return self._store
+
+    @property
+    def workspace(self) -> WorkspacePolicy | None:
+        """The workspace policy of ``[workspace]`` (built on first use), for tool contexts;
+        ``None`` while the section is wrong (the tools that need it report the config error)."""
+        if self._workspace is None:
+            try:
+                self._workspace = WorkspacePolicy.from_config(self.config)
+            except ConfigError:
+                return None
+        return self._workspace
 
     def close(self) -> None:
         if self._store is not None:
@@ -113,4 +126,6 @@ class Runtime:
             session_id=session_id,
             store=self.store if record_turns else None,
             on_event=on_event,
+            retries=self.config.retries,
+            workspace=self.workspace,
         )

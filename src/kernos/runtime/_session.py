@@ -6,7 +6,7 @@ import asyncio
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import pydantic_ai
 from pydantic_ai import Agent
@@ -26,6 +26,7 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._clean import clean_model
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
+from kernos.runtime._toolsets import Watcher
 
 # pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
 # in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
@@ -43,18 +44,6 @@ class SessionEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-class Watcher(Protocol):
-    """Background work that may still send a session messages (children, say)."""
-
-    def outstanding(self) -> bool:
-        """True while the work may still produce a message for the session."""
-        ...
-
-    async def wait_change(self) -> None:
-        """Return when the work changed state."""
-        ...
-
-
 def new_session_id() -> str:
     return "s_" + secrets.token_hex(4)
 
@@ -70,6 +59,9 @@ class Session:
         session_id: a stable id (new ``s_…`` when omitted).
         store: where turns are recorded (none: not recorded).
         on_event: called for each :class:`SessionEvent`.
+        retries: the retry budget of every tool in this session (config ``retries``); ``None``
+            keeps each tool's own ``max_retries``.
+        workspace: the workspace policy tools see in their context (``ToolContext.workspace``).
     """
 
     def __init__(
@@ -82,8 +74,12 @@ class Session:
         session_id: str | None = None,
         store: Store | None = None,
         on_event: Callable[[SessionEvent], None] | None = None,
+        retries: int | None = None,
+        workspace: Any = None,
     ) -> None:
         self.model = model
+        self.retries = retries
+        self.workspace = workspace
         self.instructions = instructions
         self.agent = agent
         self.session_id = session_id or new_session_id()

@@ -62,6 +62,12 @@ class KernosToolset(AbstractToolset[Any]):
     def id(self) -> str | None:
         return f"kernos-{self._session.session_id}"
 
+    def _retries(self, spec: ToolSpec[Any]) -> int:
+        """The retry budget: config ``retries`` for every tool of a runtime session (built-in,
+        function, MCP or kernos's own), else the tool's own ``max_retries``."""
+        retries = getattr(self._session, "retries", None)
+        return spec.max_retries if retries is None else retries
+
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools: dict[str, ToolsetTool[Any]] = {}
         for spec in self._session.tools.values():
@@ -72,7 +78,7 @@ class KernosToolset(AbstractToolset[Any]):
                     description=spec.description,
                     parameters_json_schema=spec.schema(),
                 ),
-                max_retries=spec.max_retries,
+                max_retries=self._retries(spec),
                 args_validator=_PASS_RAW,
             )
         return tools
@@ -95,6 +101,9 @@ class KernosToolset(AbstractToolset[Any]):
                 session_id=self._session.session_id,
                 tool_call_id=ctx.tool_call_id,
                 extras={"session": self._session},
+                session=self._session,
+                workspace=getattr(self._session, "workspace", None),
+                store=self._session.store,
             ),
         )
         if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too

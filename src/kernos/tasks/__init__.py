@@ -11,7 +11,7 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
-    from kernos.tasks._manager import TASK_TOOL_NAMES, TaskManager, TaskRecord
+    from kernos.tasks._manager import TASK_TOOL_NAMES, TaskManager, TaskToolset
     from kernos.tasks._normalize import (
         PADDING_PROMPTS,
         clamp_task_summary,
@@ -28,6 +28,7 @@ if typing.TYPE_CHECKING:
         resolve_run_in_background,
         resolve_spawn_items,
     )
+    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
     from kernos.tasks._state import TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
     from kernos.tasks._tools import render_output
@@ -47,8 +48,10 @@ __all__ = [
     "TaskItemArgs",
     "TaskManager",
     "TaskRecord",
+    "TaskScheduler",
     "TaskStatus",
     "TaskStore",
+    "TaskToolset",
     "build_task_description",
     "can_move",
     "clamp_task_summary",
@@ -76,7 +79,9 @@ _EXPORTS = {
     "TaskArgs": "_resolve",
     "TaskItemArgs": "_resolve",
     "TaskManager": "_manager",
-    "TaskRecord": "_manager",
+    "TaskRecord": "_scheduler",
+    "TaskScheduler": "_scheduler",
+    "TaskToolset": "_manager",
     "TaskStatus": "_state",
     "TaskStore": "_store",
     "build_task_description": "_prompts",

@@ -1,127 +1,31 @@
-"""The task manager: spawns children, runs them under per-model limits, wakes parents (spec §4).
+"""The task manager: builds children and their tools on top of the scheduler (spec §4).
 
 One manager serves one runtime. Each child is a :class:`kernos.runtime.Session` of its own; its
-record lives in memory while the child is resident and in the store for good. Every status change
-goes through :meth:`TaskManager._move`, which checks the transition table, writes an event and wakes
-whoever waits for a change.
+record lives in memory while the child is resident and in the store for good. Running, transitions
+and notices are :class:`kernos.tasks._scheduler.TaskScheduler`'s; this module resolves and spawns,
+and :class:`TaskToolset` is the manager as one session's toolset.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
 import secrets
-import time
-from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
-from kernos.runtime import ConfigError, Runtime, Session, SessionEvent, scrub_text
+from kernos.runtime import ConfigError, Runtime, Session
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
-from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
-from kernos.tasks._store import TaskStore
-
-log = logging.getLogger("kernos.tasks")
+from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+from kernos.tasks._tools import task_tools
 
 #: The tools only a parent gets; never granted to a child below the depth limit.
 TASK_TOOL_NAMES = frozenset({"task", "task_send", "task_output", "task_cancel"})
 
-#: How much of a final text a completion notice quotes.
-NOTICE_RESULT_CHARS = 700
 
-_CANCEL_POLL_SECONDS = 0.5
-
-
-@dataclass(eq=False)
-class TaskRecord:
-    """One child task as the manager holds it."""
-
-    id: str
-    parent: Session
-    item: SpawnItem
-    model_name: str
-    depth: int
-    background: bool
-    session: Session | None = None
-    status: TaskStatus = TaskStatus.PENDING
-    residency: Residency = Residency.RESIDENT
-    run_epoch: int = 1
-    final_text: str = ""
-    error: str | None = None
-    missing_skills: list[str] = field(default_factory=list)
-    created_at: float = field(default_factory=time.time)
-    started_at: float | None = None
-    finished_at: float | None = None
-    runner: asyncio.Task[None] | None = None
-    interrupt: bool = False
-    end_as: TaskStatus | None = None  # set when the manager stops the child (cancelled / lost)
-
-    @property
-    def name(self) -> str | None:
-        return self.item.name
-
-    @property
-    def label(self) -> str:
-        return self.item.label
-
-    @property
-    def duration(self) -> float:
-        if self.started_at is None:
-            return 0.0
-        return (self.finished_at or time.time()) - self.started_at
-
-
-class _Slots:
-    """A per-model concurrency limit with a FIFO queue (``limit == 0``: unbounded)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.active = 0
-        self.waiting: deque[tuple[TaskRecord, asyncio.Future[None]]] = deque()
-
-    def free(self) -> bool:
-        return self.limit == 0 or (self.active < self.limit and not self.waiting)
-
-    def position(self, record: TaskRecord) -> int | None:
-        for index, (waiting, _) in enumerate(self.waiting, start=1):
-            if waiting is record:
-                return index
-        return None
-
-    def reserve(self, record: TaskRecord) -> asyncio.Future[None] | None:
-        """Take a free slot now (``None``) or join the queue (a future resolved with the slot)."""
-        if self.free():
-            self.active += 1
-            return None
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiting.append((record, future))
-        return future
-
-    async def wait(self, record: TaskRecord, future: asyncio.Future[None]) -> None:
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.release()  # the slot was handed over just as we were cancelled
-            else:
-                self.waiting = deque(w for w in self.waiting if w[0] is not record)
-            raise
-
-    def release(self) -> None:
-        while self.waiting:
-            _, future = self.waiting.popleft()
-            if not future.done():
-                future.set_result(None)  # hand the slot over; ``active`` stays the same
-                return
-        self.active -= 1
-
-
-class TaskManager:
+class TaskManager(TaskScheduler):
     """Spawns and tracks sub-agent tasks for the sessions of one runtime.
 
     Usable without the CLI::
@@ -146,10 +50,7 @@ class TaskManager:
         skill_dirs: Sequence[Path] | None = None,
         reconcile: bool = True,
     ) -> None:
-        self.runtime = runtime
-        self.config = runtime.config
-        self.store = TaskStore(runtime.store)
-        self.records: dict[str, TaskRecord] = {}
+        super().__init__(runtime, reconcile=reconcile)
         self.skill_dirs = (
             list(skill_dirs)
             if skill_dirs is not None
@@ -158,19 +59,11 @@ class TaskManager:
         self.description = build_task_description(self.config)
         self._categories = tuple(sorted(self.config.categories))
         self._agents = tuple(sorted(self.config.agents))
-        self._slots: dict[str, _Slots] = {}
         self._depth: dict[str, int] = {}
-        self._outbox: dict[str, tuple[Session, list[str]]] = {}
-        self._flush_scheduled = False
-        self._changed = asyncio.Event()
-        self._poller: asyncio.Task[None] | None = None
-        self.lost_on_start = self.store.reconcile() if reconcile else []
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
         """The four task tools bound to ``session`` (a top-level session has ``depth`` 0)."""
-        from kernos.tasks._tools import task_tools
-
         self._depth[session.session_id] = depth
         return task_tools(self, session)
 
@@ -194,6 +87,25 @@ class TaskManager:
         Raises:
             ToolError: the depth limit, a taken name, or a model that cannot be built.
         """
+        models = self.check_spawn(session, resolution)
+        depth = self._depth.get(session.session_id, 0)
+        in_background = resolution.background if background is None else background
+        records = [
+            self._create(session, item, model, depth + 1, in_background, resolution.tools)
+            for item, model in zip(resolution.items, models, strict=True)
+        ]
+        for record in records:
+            self._start(record, self._first_message(record))
+        return records
+
+    def check_spawn(self, session: Session, resolution: SpawnResolution) -> list[str]:
+        """Every rule a spawn must pass before anything starts (the ``task`` tool's semantic
+        stage): a resolved call, the depth limit, free names, usable models. Returns the model
+        name of each item.
+
+        Raises:
+            ToolError: the first rule the call breaks.
+        """
         if resolution.kind != "ok":
             raise resolution.error or ToolError("invalid_arguments", "invalid task call")
         depth = self._depth.get(session.session_id, 0)
@@ -212,14 +124,7 @@ class TaskManager:
                 raise ToolError(
                     "model_unavailable", f"Model {name} cannot be used: {exc}. Nothing was spawned."
                 ) from None
-        in_background = resolution.background if background is None else background
-        records = [
-            self._create(session, item, model, depth + 1, in_background, resolution.tools)
-            for item, model in zip(resolution.items, models, strict=True)
-        ]
-        for record in records:
-            self._start(record, self._first_message(record))
-        return records
+        return models
 
     def _check_names(self, session: Session, items: Sequence[SpawnItem]) -> None:
         taken = {r.name: f"task {r.id}" for r in self.children(session) if r.name}
@@ -339,297 +244,47 @@ class TaskManager:
                 blocks.append(f'<skill name="{name}">\n{text}\n</skill>')
         return blocks, missing
 
-    # -- running -----------------------------------------------------------------------------
-    def _slots_for(self, model_name: str) -> _Slots:
-        slots = self._slots.get(model_name)
-        if slots is None:
-            alias = self.config.models.get(model_name)
-            limit = self.config.tasks.concurrency
-            if alias is not None and alias.concurrency is not None:
-                limit = alias.concurrency
-            slots = self._slots[model_name] = _Slots(limit)
-        return slots
-
-    def queue_position(self, record: TaskRecord) -> int | None:
-        return self._slots_for(record.model_name).position(record)
-
-    def _start(self, record: TaskRecord, text: str) -> None:
-        # a free slot is taken now, so the caller already sees the child running
-        slots = self._slots_for(record.model_name)
-        queued = slots.reserve(record)
-        if queued is None:
-            record.started_at, record.finished_at = time.time(), None
-            self._move(record, TaskStatus.RUNNING)
-        elif record.status in SETTLED:
-            self._move(record, TaskStatus.PENDING)
-        record.runner = asyncio.get_running_loop().create_task(
-            self._run(record, text, queued), name=f"kernos-task-{record.id}"
-        )
-        if self._poller is None or self._poller.done():
-            self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
-
-    async def _run(
-        self, record: TaskRecord, text: str, queued: asyncio.Future[None] | None
-    ) -> None:
-        slots = self._slots_for(record.model_name)
-        session = record.session
-        assert session is not None
-        if queued is not None:
-            try:
-                await slots.wait(record, queued)
-            except asyncio.CancelledError:
-                self._move(record, record.end_as or TaskStatus.CANCELLED)
-                return
-        try:
-            if record.status != TaskStatus.RUNNING:
-                record.started_at, record.finished_at = time.time(), None
-                self._move(record, TaskStatus.RUNNING)
-            final = await session.prompt(text)
-            while not record.interrupt:
-                late = session.take_queued()  # a message that arrived as the run ended
-                if late is None:
-                    break
-                final = await session.prompt(late)
-        except asyncio.CancelledError:
-            record.finished_at = time.time()
-            self._move(record, record.end_as or TaskStatus.CANCELLED)
-        except Exception as exc:
-            record.finished_at = time.time()
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-            record.error = scrub_text(error)  # it reaches the parent model and the store
-            self._move(record, TaskStatus.ERROR)
-        else:
-            record.finished_at = time.time()
-            record.final_text = final
-            self._move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
-        finally:
-            slots.release()
-            record.interrupt = False
-
-    def _move(self, record: TaskRecord, target: TaskStatus, why: str | None = None) -> bool:
-        """Apply one transition; a move the table forbids is logged and ignored."""
-        current = record.status
-        if current == target:
-            return False
-        if not can_move(current, target):
-            log.warning("task %s: ignored transition %s → %s", record.id, current, target)
-            self.store.event(record.id, "transition_ignored", {"from": current, "to": target})
-            return False
-        record.status = target
-        fields: dict[str, Any] = {"status": str(target), "run_epoch": record.run_epoch}
-        if target == TaskStatus.RUNNING:
-            fields["started_at"] = record.started_at
-        if target in SETTLED or target in FINAL:
-            fields.update(
-                finished_at=record.finished_at or time.time(),
-                final_text=record.final_text,
-                error=record.error,
-            )
-        self.store.update(record.id, **fields)
-        payload: dict[str, Any] = {"from": str(current), "to": str(target)}
-        payload["epoch"] = record.run_epoch
-        if why:
-            payload["why"] = why
-        self.store.event(record.id, "status", payload)
-        if record.background and target in NOTIFY and record.end_as is None:
-            self._notify(record)
-        self._wake()
-        return True
-
-    def _on_child_event(self, record: TaskRecord, event: SessionEvent) -> None:
-        data = event.data
-        if event.kind == "prompt":
-            self.store.event(record.id, "message", {"role": "user", "text": data.get("text", "")})
-        elif event.kind == "text":
-            self.store.event(
-                record.id, "message", {"role": "assistant", "text": data.get("text", "")}
-            )
-        elif event.kind == "tool_call":
-            self.store.event(
-                record.id, "tool_call", {"name": data.get("name"), "args": data.get("args")}
-            )
-        elif event.kind == "tool_result":
-            result = data.get("result")
-            self.store.event(
-                record.id,
-                "tool_result",
-                {
-                    "name": data.get("name"),
-                    "text": getattr(result, "text", ""),
-                    "is_error": getattr(result, "is_error", False),
-                },
-            )
-        if record.parent.on_event is not None:
-            record.parent.on_event(event)
-
-    # -- notices -----------------------------------------------------------------------------
-    def notice(self, record: TaskRecord) -> str:
-        """The completion notice for ``record``'s latest run."""
-        body = record.error if record.status != TaskStatus.COMPLETED else record.final_text
-        return prompt_text("completion_notice.md").format(
-            name=record.name or "-",
-            task_id=record.id,
-            status=record.status,
-            duration=f"{record.duration:.1f}s",
-            result=json.dumps((body or "")[:NOTICE_RESULT_CHARS], ensure_ascii=False),
-        )
-
-    def _notify(self, record: TaskRecord) -> None:
-        parent = record.parent
-        _, notes = self._outbox.setdefault(parent.session_id, (parent, []))
-        notes.append(self.notice(record))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_notices)
-
-    def _flush_notices(self) -> None:
-        """Everything ready in this loop turn goes to each parent as one message."""
-        self._flush_scheduled = False
-        outbox, self._outbox = self._outbox, {}
-        for parent, notes in outbox.values():
-            parent.inject("\n\n".join(notes))
-        self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    # -- queries -----------------------------------------------------------------------------
-    def children(self, session: Session) -> list[TaskRecord]:
-        return [r for r in self.records.values() if r.parent is session]
-
-    def find(self, session: Session, key: str) -> TaskRecord | None:
-        """A child of ``session`` by task id or name."""
-        for record in self.records.values():
-            if record.parent is session and (record.id == key or record.name == key):
-                return record
-        return None
-
-    def outstanding(self, session: Session | None = None) -> bool:
-        """True while a child (of ``session``, or any) is active or a notice is not yet sent."""
-        if session is None:
-            return bool(self._outbox) or any(r.status in ACTIVE for r in self.records.values())
-        if session.session_id in self._outbox:
-            return True
-        return any(r.status in ACTIVE for r in self.records.values() if r.parent is session)
-
-    async def wait_change(self, session: Session | None = None) -> None:
-        """Return at the next state change (immediately when nothing is outstanding)."""
-        if self.outstanding(session):
-            await self._changed.wait()
-
-    async def wait(self, records: Iterable[TaskRecord]) -> None:
-        """Wait until each record's current run has ended."""
-        runners = [r.runner for r in records if r.runner is not None and not r.runner.done()]
-        if runners:
-            await asyncio.wait(runners)
-
-    async def wait_all(self) -> None:
-        """Wait until no child is pending or running."""
-        while True:
-            runners = [r.runner for r in self.records.values() if r.runner and not r.runner.done()]
-            if not runners:
-                return
-            await asyncio.wait(runners)
-
     async def drive(self, session: Session, text: str) -> str:
         """Prompt ``session``, then deliver completion notices as new turns until no child of it
         is outstanding; returns the last text (what ``kernos run`` does, for library users)."""
         return await session.serve(text, [self.attachment(session)])
 
-    # -- control -----------------------------------------------------------------------------
-    def cancel(self, record: TaskRecord, reason: str | None = None) -> bool:
-        """Stop a pending or running child (no notice); ``False`` when it was not active."""
-        if record.status not in ACTIVE:
-            return False
-        record.end_as = TaskStatus.CANCELLED
-        record.finished_at = time.time()
-        self._move(record, TaskStatus.CANCELLED, why=reason or "cancelled by its parent")
-        if record.runner is not None:
-            record.runner.cancel()
-        return True
-
-    def cancel_all(self, reason: str) -> list[TaskRecord]:
-        """Stop every pending or running child (``kernos run`` on SIGINT/SIGTERM); returns them."""
-        return [record for record in list(self.records.values()) if self.cancel(record, reason)]
-
-    def interrupt(self, record: TaskRecord) -> bool:
-        """Stop a running child after its current step; its status becomes ``interrupted``."""
-        if record.status != TaskStatus.RUNNING or record.session is None:
-            return False
-        record.interrupt = True
-        record.session.request_stop()
-        self.store.event(record.id, "interrupt_requested", {})
-        return True
-
-    def revive(self, record: TaskRecord, message: str) -> bool:
-        """Continue a settled, resident child on its own conversation (``run_epoch`` + 1)."""
-        if record.status not in SETTLED or record.residency != Residency.RESIDENT:
-            return False
-        record.run_epoch += 1
-        record.background = True
-        record.end_as, record.error, record.final_text = None, None, ""
-        self.store.update(record.id, run_epoch=record.run_epoch, background=1)
-        self.store.event(record.id, "revived", {"epoch": record.run_epoch})
-        self._start(record, message)
-        return True
-
-    def evict(self, record: TaskRecord) -> None:
-        """Drop a settled child's conversation from memory; it can no longer be continued."""
-        if record.status in ACTIVE:
-            return
-        self._set_residency(record, Residency.EVICTED)
-
-    def _set_residency(self, record: TaskRecord, residency: Residency) -> None:
-        if record.residency == residency or record.residency == Residency.DISPOSED:
-            return
-        record.residency = residency
-        record.session = None
-        self.store.update(record.id, residency=str(residency))
-        self.store.event(record.id, "residency", {"to": str(residency)})
-
-    async def _poll_cancels(self) -> None:
-        """Honour ``kernos tasks cancel`` from another process while children are active."""
-        while any(r.status in ACTIVE for r in self.records.values()):
-            await asyncio.sleep(_CANCEL_POLL_SECONDS)
-            for task_id in self.store.cancel_requests():
-                record = self.records.get(task_id)
-                if record is not None:
-                    self.cancel(record, "cancelled from the command line")
-
-    async def aclose(self, *, wait: bool = True) -> None:
-        """Finish: wait for every child (``wait``) or abandon the active ones as ``lost``."""
-        if wait:
-            await self.wait_all()
-        else:
-            for record in self.records.values():
-                if record.status in ACTIVE:
-                    record.end_as = TaskStatus.LOST
-                    record.error = "abandoned: the parent run ended without waiting (--no-wait)"
-                    if record.runner is not None:
-                        record.runner.cancel()
-            await self.wait_all()
-        if self._flush_scheduled:
-            self._flush_notices()
-        if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
-        for record in self.records.values():
-            self._set_residency(record, Residency.DISPOSED)
-        self.store.flush()
-
-    def attachment(self, session: Session) -> SessionAttachment:
-        """What ``kernos run`` hangs on its main session (see ``kernos._app.Attachment``)."""
-        return SessionAttachment(self, session)
+    def attachment(self, session: Session) -> TaskToolset:
+        """The manager as ``session``'s toolset (what ``kernos run`` composes)."""
+        return TaskToolset(self.runtime, manager=self, session=session)
 
 
-@dataclass(frozen=True)
-class SessionAttachment:
-    """The manager as seen from one parent session: outstanding work, changes, cleanup."""
+class TaskToolset:
+    """Sub-agent tasks as a toolset: ``task``, ``task_send``, ``task_output``, ``task_cancel``.
 
-    manager: TaskManager
-    session: Session
+    Bound to the first session it gives tools to; ``outstanding`` is that session's children.
+    On exit every child is waited for (``wait``) or abandoned as ``lost``.
+
+    Args:
+        runtime: models, config and the store.
+        wait: on exit, wait for unfinished children (``False``: record them ``lost``).
+        manager: share an existing manager (default: a new one).
+        session: the parent session, when known already.
+    """
+
+    name = "tasks"
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        wait: bool = True,
+        manager: TaskManager | None = None,
+        session: Session | None = None,
+    ) -> None:
+        self.manager = manager if manager is not None else TaskManager(runtime)
+        self.session = session
+        self.wait = wait
+
+    async def tools(self, session: Session) -> list[ToolSpec[Any]]:
+        if self.session is None:
+            self.session = session
+        return self.manager.tools_for(session)
 
     def outstanding(self) -> bool:
         return self.manager.outstanding(self.session)
@@ -643,5 +298,16 @@ class SessionAttachment:
         await self.manager.wait_all()
         self.manager.store.flush()
 
-    async def aclose(self, *, wait: bool) -> None:
-        await self.manager.aclose(wait=wait)
+    async def aclose(self, *, wait: bool | None = None) -> None:
+        await self.manager.aclose(wait=self.wait if wait is None else wait)
+
+    async def __aenter__(self) -> TaskToolset:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -10,12 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, identifier, non_blank_text
 from kernos.tasks._normalize import normalize_task_arguments
 from kernos.tasks._prompts import prompt_text
-from kernos.tasks._resolve import TaskArgs, task_json_schema
+from kernos.tasks._resolve import SpawnResolution, TaskArgs, task_json_schema
 from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 
 if TYPE_CHECKING:
     from kernos.runtime import Session
-    from kernos.tasks._manager import TaskManager, TaskRecord
+    from kernos.tasks._manager import TaskManager
+    from kernos.tasks._scheduler import TaskRecord
 
 #: ``task_output(mode="full")`` shows at most this many characters of a transcript.
 FULL_OUTPUT_CAP = 20_000
@@ -162,10 +163,25 @@ def _lookup(manager: TaskManager, session: Session, args: OutputArgs | CancelArg
 def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
     """The four task tools bound to ``session``."""
 
-    async def run_task(params: TaskArgs, ctx: ToolContext) -> ToolResult:
+    def check_task(params: TaskArgs, ctx: ToolContext) -> ToolError | None:
+        # resolution and every spawn rule run in the semantic stage: nothing starts before them
         resolution = manager.resolve(params, session)
         if resolution.kind == "error":
-            raise resolution.error or ToolError("invalid_arguments", "invalid task call")
+            return resolution.error or ToolError("invalid_arguments", "invalid task call")
+        try:
+            manager.check_spawn(session, resolution)
+        except ToolError as exc:
+            return exc
+        ctx.resolved = resolution
+        return None
+
+    async def run_task(params: TaskArgs, ctx: ToolContext) -> ToolResult:
+        resolution = ctx.resolved
+        if not isinstance(resolution, SpawnResolution):  # called without the semantic stage
+            rejection = check_task(params, ctx)
+            if rejection is not None:
+                raise rejection
+            resolution = ctx.resolved
         records = manager.spawn(session, resolution)
         if resolution.background:
             return ToolResult(started_text(manager, records), _details(records))
@@ -224,6 +240,7 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
             params=TaskArgs,
             execute=run_task,
             prepare=normalize_task_arguments,
+            validate=check_task,
             json_schema=_JSON_SCHEMA,
             max_retries=manager.config.retries,
         ),

@@ -17,6 +17,7 @@ from kernos.tools._builtin import (
 )
 from kernos.tools._catalog import (
     TOOLS_GROUP,
+    CatalogToolset,
     ToolCatalog,
     ToolEntry,
     ToolPluginContext,
@@ -27,7 +28,13 @@ from kernos.tools._catalog import (
     workspace_tools,
 )
 from kernos.tools._functions import doc_descriptions, function_tool
-from kernos.tools._mcp import McpServerError, McpServers, McpToolset, mcp_tool_name
+from kernos.tools._mcp import (
+    McpAgentToolset,
+    McpServerError,
+    McpServers,
+    McpToolset,
+    mcp_tool_name,
+)
 from kernos.tools._paths import MAX_FILE_BYTES, LocalWorkspace, PathRefused, WorkspacePaths
 from kernos.tools._select import (
     CLAUDE_CODE_TOOLS,
@@ -46,8 +53,10 @@ __all__ = [
     "CLAUDE_CODE_TOOLS",
     "MAX_FILE_BYTES",
     "TOOLS_GROUP",
+    "CatalogToolset",
     "ListFilesArgs",
     "LocalWorkspace",
+    "McpAgentToolset",
     "McpServerError",
     "McpServers",
     "McpToolset",

@@ -10,6 +10,7 @@ config and the workspace policy, so plugin tools are confined like the built-ins
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import re
@@ -295,3 +296,31 @@ def agent_tools(
 ) -> list[ToolSpec[Any]]:
     """The tools ``agent`` gets from every source, leaving out names already ``present``."""
     return [e.spec for e in load_catalog(config).for_agent(agent) if not present(e.spec.name)]
+
+
+class CatalogToolset:
+    """Built-in workspace tools, ``[tools.NAME]`` functions and plugins as a toolset: the ones
+    the session's agent selects (``tools``), leaving out names the session already has."""
+
+    name = "tools"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    async def tools(self, session: Any) -> list[ToolSpec[Any]]:
+        present = getattr(session, "tools", {})
+        return agent_tools(
+            self.config, getattr(session, "agent", "main"), present=present.__contains__
+        )
+
+    def outstanding(self) -> bool:
+        return False
+
+    async def wait_change(self) -> None:
+        await asyncio.Event().wait()
+
+    async def __aenter__(self) -> CatalogToolset:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None

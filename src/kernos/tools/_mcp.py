@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
 from kernos.runtime import Config, ConfigError, McpServerConfig
+from kernos.tools._select import select_mcp_tools
 
 log = logging.getLogger("kernos.mcp")
 
@@ -104,7 +105,7 @@ class McpToolset:
         await asyncio.Event().wait()
 
     async def aclose(self, *, wait: bool = True) -> None:
-        """Stop the server (the ``Attachment`` shape ``kernos run`` uses today)."""
+        """Stop the server (what leaving ``async with`` does)."""
         await self.stop()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -404,3 +405,30 @@ class McpServers:
 
     async def aclose(self, *, wait: bool = True) -> None:
         await asyncio.gather(*(toolset.stop() for toolset in self.toolsets))
+
+
+class McpAgentToolset(McpServers):
+    """The MCP servers as one session's toolset: the tools its agent's ``tools`` selects.
+
+    Raises (from :meth:`tools`):
+        ConfigError: a selected ``server__tool`` name or glob matches none of the servers' tools.
+    """
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.config = config
+
+    async def tools(self, session: Any = None) -> list[ToolSpec[Any]]:
+        agent = getattr(session, "agent", "main")
+        chosen, missing = select_mcp_tools(
+            self.config.agent(agent).tools, await super().tools(session), self.config.mcp
+        )
+        if missing:
+            raise ConfigError(
+                self.config.path,
+                f"agents.{agent}.tools",
+                f"{', '.join(missing)} matches none of the MCP servers' tools",
+                "run `kernos tools` to see what each server offers",
+            )
+        present = getattr(session, "tools", {})
+        return [t for t in chosen if t.name not in present]
