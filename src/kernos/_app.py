@@ -13,9 +13,12 @@ import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kernos.runtime import ConfigError, Runtime, Session, SessionEvent, Watcher
+
+if TYPE_CHECKING:
+    from kernos.output import OutputKernel
 
 
 class Attachment(Watcher, Protocol):
@@ -46,8 +49,25 @@ async def _attach_outputs(runtime: Runtime, session: Session) -> Attachment | No
     """Output channels: ``output_send__<channel>`` tools for the channels the agent may use."""
     from kernos.output import OutputKernel, output_tools
 
-    session.add_tools(output_tools(OutputKernel.from_config(runtime.config), session.agent))
-    return None
+    kernel = OutputKernel.from_config(runtime.config)
+    session.add_tools(output_tools(kernel, session.agent))
+    return _ClosingKernel(kernel)
+
+
+@dataclass(frozen=True)
+class _ClosingKernel:
+    """The output kernel as an attachment: no background work; closing closes its channels."""
+
+    kernel: OutputKernel
+
+    def outstanding(self) -> bool:
+        return False
+
+    async def wait_change(self) -> None:
+        await asyncio.get_running_loop().create_future()  # never: nothing runs in the background
+
+    async def aclose(self, *, wait: bool) -> None:
+        await self.kernel.aclose()
 
 
 async def _attach_tasks(runtime: Runtime, session: Session) -> Attachment | None:
