@@ -84,6 +84,31 @@ async def test_a_locked_store_keeps_the_turns_in_order_for_the_next_flush(tmp_pa
     store.close()
 
 
+def test_a_write_left_by_a_finished_loop_does_not_stall_the_next_loop(tmp_path: Path) -> None:
+    path = tmp_path / "kernos.db"
+    store = Store(path)
+
+    async def buffered(text: str) -> None:
+        store.record_turn("s_5", "main", "user", text)
+
+    async def next_loop() -> None:
+        await buffered("second")
+        await asyncio.sleep(0.05)  # a few loop turns: the commit is scheduled on this loop
+        for _ in range(200):
+            if count_turns(path, "s_5") == 2:
+                return
+            await asyncio.sleep(0.05)
+
+    first = asyncio.new_event_loop()  # a loop that stops before the commit's turn comes
+    first.call_soon(store.record_turn, "s_5", "main", "user", "first")
+    first.call_soon(first.stop)
+    first.run_forever()
+    first.close()
+    asyncio.run(next_loop())
+    assert count_turns(path, "s_5") == 2
+    store.close()
+
+
 def test_close_commits_what_is_still_buffered(tmp_path: Path) -> None:
     store = Store(tmp_path / "kernos.db")
 

@@ -248,7 +248,8 @@ class Store:
         self._buffer: list[Write] = []  # this loop turn's writes
         self._batches: deque[list[Write]] = deque()  # handed to the writer, oldest first
         self._writer = threading.Lock()  # held while draining _batches: one drain at a time
-        self._scheduled = False
+        # the loop a commit of the buffer is scheduled on (a loop that closed first does not count)
+        self._scheduled: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
         if self.path is not None:
             try:
@@ -440,15 +441,14 @@ class Store:
             sqlite3.Error: (no loop running only) the store did not take it; it stays buffered.
         """
         self._buffer.append((sql, params))
-        if self._scheduled:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.flush()
             return
-        self._scheduled = True
-        loop.call_soon(self._kick, loop)
+        if self._scheduled is not loop:
+            self._scheduled = loop
+            loop.call_soon(self._kick, loop)
 
     def flush(self) -> None:
         """Commit every buffered write now (on the calling thread), after any batch the writer
@@ -489,7 +489,7 @@ class Store:
 
     def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop turn ended: hand its writes to the writer thread."""
-        self._scheduled = False
+        self._scheduled = None
         self._hand_over()
         if not self._batches:
             return
@@ -502,8 +502,8 @@ class Store:
         if future.cancelled() or future.exception() is None:
             return
         log.warning("store: %d write(s) kept for a retry: %s", self._pending(), future.exception())
-        if not self._scheduled and not loop.is_closed():
-            self._scheduled = True
+        if self._scheduled is not loop and not loop.is_closed():
+            self._scheduled = loop
             loop.call_later(RETRY_SECONDS, self._kick, loop)
 
     def _drain(self) -> None:
