@@ -25,8 +25,8 @@ from _revisions import against, one_run
 import kernos
 from kernos.output import OutputKernel, build_channel
 
-ITEMS = 300
-ROUNDS = 5
+ITEMS = 200
+ROUNDS = 3
 
 RECEIVER = """
 import sys
