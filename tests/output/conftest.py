@@ -42,6 +42,11 @@ class Receiver:
 
     respond: Responder = _ok
     received: list[Received] = field(default_factory=list)
+    #: answer HTTP/1.1 and keep each connection open for the next request
+    keep_alive: bool = False
+    #: TCP connections accepted, and those the client has since closed
+    opened: int = 0
+    closed: int = 0
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -54,6 +59,16 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if receiver.keep_alive else "HTTP/1.0"
+
+            def setup(self) -> None:
+                receiver.opened += 1
+                super().setup()
+
+            def finish(self) -> None:
+                super().finish()
+                receiver.closed += 1
+
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 

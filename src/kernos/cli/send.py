@@ -25,7 +25,9 @@ from kernos.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from kernos.output import OutputReceipt
+    from collections.abc import Awaitable
+
+    from kernos.output import OutputKernel, OutputReceipt
 
 
 def _repeat_error(flag: str, given: list[str] | None, payloads: int) -> str | None:
@@ -66,6 +68,12 @@ def _one_or_many(values: list[str] | None) -> str | list[str] | None:
     return cleaned[0] if len(cleaned) == 1 else cleaned
 
 
+async def _send_and_close(kernel: OutputKernel, sending: Awaitable[OutputReceipt]) -> OutputReceipt:
+    """The send, then the channels closed on the same loop (their pooled connections)."""
+    async with kernel:
+        return await sending
+
+
 def register(app: typer.Typer) -> None:
     @app.command("send")
     def send_command(
@@ -99,8 +107,15 @@ def register(app: typer.Typer) -> None:
             if (problem := _repeat_error(flag, given, len(payload))) is not None:
                 raise fail(problem)
         receipt = asyncio.run(
-            kernel.send(
-                channel, _one_or_many(payload), _one_or_many(type_), _one_or_many(meta), agent=agent
+            _send_and_close(
+                kernel,
+                kernel.send(
+                    channel,
+                    _one_or_many(payload),
+                    _one_or_many(type_),
+                    _one_or_many(meta),
+                    agent=agent,
+                ),
             )
         )
         if receipt.rejected:

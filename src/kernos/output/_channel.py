@@ -128,6 +128,9 @@ class Channel:
             admits anyone. Always allowed: ``default_recipients`` and the safe backfill's sender.
         default_recipients: who the channel sends to when meta names no one (email ``to``).
         secrets: strings never to show in a receipt, error or log (tokens, passwords, URLs).
+        aclose: the close hook, ``async () -> None``: releases what the handler holds open (a
+            pooled HTTP client); ``OutputKernel.aclose`` calls it. The channel may be used
+            again afterwards (it reopens on demand).
 
     Raises:
         ValueError: the name is not valid.
@@ -143,6 +146,7 @@ class Channel:
     recipients: tuple[str, ...] | None = None
     default_recipients: tuple[str, ...] = ()
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    aclose: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         problem = channel_name_problem(self.name)

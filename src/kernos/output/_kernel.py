@@ -219,6 +219,28 @@ class OutputKernel:
             max_items=config.output.max_items,
         )
 
+    # -- closing ---------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close every channel (its ``aclose`` hook: pooled connections and the like). A hook
+        that fails is logged and the others still close; the kernel can send again afterwards."""
+        for channel in self.channels.values():
+            if channel.aclose is None:
+                continue
+            try:
+                await channel.aclose()
+            except Exception as exc:
+                logger.warning(
+                    "closing channel [%s] failed: %s",
+                    channel.name,
+                    scrub(f"{type(exc).__name__}: {exc}", channel.secrets),
+                )
+
+    async def __aenter__(self) -> OutputKernel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     # -- the gate --------------------------------------------------------------------------
     def is_allowed(self, agent: str, channel: str) -> bool:
         return is_allowed(self.allowed_outputs.get(agent), channel)

@@ -3,6 +3,11 @@
 ``provider:name`` strings go to pydantic-ai; ``[models.ALIAS]`` tables add an endpoint and a key
 variable; ``openai-chat:NAME`` honours ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` so any
 OpenAI-compatible server works; ``replay:PATH`` answers from a cassette.
+
+Every ``openai-chat`` model on the same endpoint (base URL and key) shares one provider, so one
+pooled ``httpx2`` client per process per endpoint carries all their requests. The provider owns
+that client: pydantic-ai replaces it when a run starts on another event loop than the one it was
+last used on (connections belong to the loop that opened them).
 """
 
 from __future__ import annotations
@@ -19,6 +24,19 @@ from kernos.runtime._config import Config, ConfigError, NoModelError
 from kernos.runtime._secrets import register_env_secrets, register_secrets, register_url_secrets
 
 _NO_KEY = "kernos-no-key"  # local OpenAI-compatible servers usually ignore the key
+
+#: one provider (and so one pooled HTTP client) per (base_url, api_key), for the process
+_PROVIDERS: dict[tuple[str | None, str], OpenAIProvider] = {}
+
+
+def shared_provider(base_url: str | None, api_key: str) -> OpenAIProvider:
+    """The process's provider for an OpenAI-compatible endpoint, made on first use."""
+    provider = _PROVIDERS.get((base_url, api_key))
+    if provider is None:
+        provider = _PROVIDERS[base_url, api_key] = OpenAIProvider(
+            base_url=base_url, api_key=api_key
+        )
+    return provider
 
 
 def pick_model_name(explicit: str | None, config: Config, agent_model: str | None = None) -> str:
@@ -43,7 +61,7 @@ def _openai_chat(name: str, base_url: str | None, api_key: str | None) -> Model:
                 "export OPENAI_API_KEY, or OPENAI_BASE_URL for a local OpenAI-compatible server",
             )
         api_key = _NO_KEY
-    return OpenAIChatModel(name, provider=OpenAIProvider(base_url=base_url, api_key=api_key))
+    return OpenAIChatModel(name, provider=shared_provider(base_url, api_key))
 
 
 def resolve_model(name: str, config: Config) -> Model:

@@ -213,6 +213,8 @@ class Session:
                 final = output if isinstance(output, str) else str(output)
         self.last_text = final
         self._record(self.history[before:])
+        if self.store is not None:
+            await self.store.flushed()  # the turns are acknowledged before the prompt returns
         self.emit("text", text=final)
         return final
 

@@ -1,21 +1,38 @@
-"""The durable store: one SQLite file (WAL) under the kernos home.
+"""The durable store: one SQLite file (WAL, ``synchronous=NORMAL``) under the kernos home.
 
 Each subsystem owns its tables and registers numbered migrations under its own namespace, so the
 runtime never needs to know what a task is. Migrations run when the store opens, in order, each in
 its own transaction; ``schema_migrations`` records what ran.
+
+Writes off the hot path: :meth:`Store.write_later` (turns, task rows and events) buffers a write;
+everything buffered during one turn of the event loop is committed in one transaction, on the
+store's writer thread, never on the loop's. Order is kept (one FIFO of batches, drained under one
+lock), a batch that fails stays queued ahead of newer ones, and every read through the store's
+readers flushes first, so a reader never sees an older state than a writer set.
+
+Durability: a write is *acknowledged* once a flush that contains it has returned — the sync
+:meth:`Store.flush`, or ``await`` :meth:`Store.flushed` (a session awaits it before its prompt
+returns). An acknowledged write is in the WAL, in the operating system's hands: it survives the
+process being killed (``kill -9``); with ``synchronous=NORMAL`` only a power loss or an OS crash
+can still take the last commits. A write that was buffered and not yet acknowledged when the
+process dies is lost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import sqlite3
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,8 +40,53 @@ from typing import Any
 from kernos.runtime._config import ConfigError
 from kernos.runtime._secrets import scrub_text
 
+log = logging.getLogger("kernos.store")
+
 Migration = tuple[int, str, str]
 """``(version, name, sql)``; versions start at 1 and increase by one."""
+
+Write = tuple[str, Sequence[Any]]
+"""``(sql, params)``: one buffered statement."""
+
+_INSERT_TURN = (
+    "INSERT INTO turns (session_id, agent, role, text, tool_calls, tool_results,"
+    " input_tokens, output_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+#: How long the loop waits before retrying writes a locked or failing store did not take.
+RETRY_SECONDS = 0.5
+
+#: Errors of one statement that retrying cannot fix; the rest of the flush goes on without it.
+_WRITE_ERRORS = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
+                 sqlite3.DataError, OverflowError, ValueError)  # fmt: skip
+
+
+def _apply(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[tuple[str, BaseException]]:
+    """Run ``writes`` in the open transaction; returns ``(sql, error)`` for each one dropped.
+
+    A failing statement undoes only itself (SQLite's statement-level ABORT), so the transaction
+    stays usable. Text SQLite cannot encode (a lone surrogate a model sent) is stored cleaned.
+    """
+    dropped: list[tuple[str, BaseException]] = []
+    for sql, params in writes:
+        try:
+            conn.execute(sql, tuple(params))
+        except UnicodeEncodeError:
+            try:
+                conn.execute(sql, tuple(_encodable(p) for p in params))
+            except _WRITE_ERRORS as exc:
+                dropped.append((sql, exc))
+        except _WRITE_ERRORS as exc:
+            dropped.append((sql, exc))
+    return dropped
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with lone surrogates replaced by U+FFFD (pairs are joined)."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
 
 _RUNTIME_MIGRATIONS: list[Migration] = [
     (
@@ -183,6 +245,12 @@ class Store:
         self.path = Path(path) if str(path) != ":memory:" else None
         self.timeout = timeout
         self._lock = threading.RLock()
+        self._buffer: list[Write] = []  # this loop turn's writes
+        self._batches: deque[list[Write]] = deque()  # handed to the writer, oldest first
+        self._writer = threading.Lock()  # held while draining _batches: one drain at a time
+        # the loop a commit of the buffer is scheduled on (a loop that closed first does not count)
+        self._scheduled: asyncio.AbstractEventLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
         if self.path is not None:
             try:
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -214,6 +282,8 @@ class Store:
         self._conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
         if self.path is not None:
             self._wal()
+            # in WAL mode a commit survives the process being killed; fsync at checkpoints only
+            self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -245,6 +315,15 @@ class Store:
         return cls(home / "kernos.db")
 
     def close(self) -> None:
+        """Commit what is still buffered (a failure is logged: nothing more can be done), stop the
+        writer thread and close the file."""
+        try:
+            self.flush()
+        except sqlite3.Error as exc:
+            log.error("store: %d write(s) not committed at close: %s", self._pending(), exc)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
         with self._lock:
             self._conn.close()
 
@@ -321,7 +400,8 @@ class Store:
         ]
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one statement; returns ``lastrowid``."""
+        """Run one statement now, after every buffered write; returns ``lastrowid``."""
+        self.flush()
         with self._lock, self._translated():
             cursor = self._conn.execute(sql, tuple(params))
             return cursor.lastrowid or 0
@@ -352,6 +432,97 @@ class Store:
                 raise
             self._conn.execute("COMMIT")
 
+    # -- buffered writes -----------------------------------------------------------------------
+    def write_later(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Buffer one write: on a running event loop it is committed with the rest of this loop
+        turn's writes, on the writer thread; with no loop running it is committed now.
+
+        Raises:
+            sqlite3.Error: (no loop running only) the store did not take it; it stays buffered.
+        """
+        self._buffer.append((sql, params))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        if self._scheduled is not loop:
+            self._scheduled = loop
+            loop.call_soon(self._kick, loop)
+
+    def flush(self) -> None:
+        """Commit every buffered write now (on the calling thread), after any batch the writer
+        thread is still committing.
+
+        A write that can never be stored (a constraint it breaks, a value SQLite cannot take) is
+        dropped and logged on its own; the other writes of the same flush still commit. When the
+        transaction itself fails (the store is locked, closed or full) nothing is lost: every
+        write stays buffered, ahead of newer ones, for the next flush, and the error is raised.
+        """
+        self._hand_over()
+        if self._batches:
+            self._drain()
+
+    async def flushed(self) -> None:
+        """Wait until every write buffered so far is committed (acknowledged), off the loop's
+        thread.
+
+        Raises:
+            sqlite3.Error: the transaction failed; the writes stay buffered for the next flush.
+        """
+        self._hand_over()
+        if self._batches:
+            await asyncio.get_running_loop().run_in_executor(self._thread(), self._drain)
+
+    def _pending(self) -> int:
+        return len(self._buffer) + sum(len(batch) for batch in self._batches)
+
+    def _hand_over(self) -> None:
+        if self._buffer:
+            self._batches.append(self._buffer)
+            self._buffer = []
+
+    def _thread(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="kernos-store")
+        return self._executor
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop turn ended: hand its writes to the writer thread."""
+        self._scheduled = None
+        self._hand_over()
+        if not self._batches:
+            return
+        done = loop.run_in_executor(self._thread(), self._drain)
+        done.add_done_callback(lambda future: self._drained(future, loop))
+
+    def _drained(self, future: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
+        """A store that could not take the writes (locked, full) keeps them and tries again
+        shortly instead of raising into the event loop."""
+        if future.cancelled() or future.exception() is None:
+            return
+        log.warning("store: %d write(s) kept for a retry: %s", self._pending(), future.exception())
+        if self._scheduled is not loop and not loop.is_closed():
+            self._scheduled = loop
+            loop.call_later(RETRY_SECONDS, self._kick, loop)
+
+    def _drain(self) -> None:
+        """Commit every queued batch, in order, in one transaction (a group commit: batches
+        queued while the previous commit ran go together); when it fails they all stay queued,
+        ahead of newer ones, and the error is raised."""
+        with self._writer:
+            count = len(self._batches)
+            if not count:
+                return
+            writes = [write for batch in list(self._batches)[:count] for write in batch]
+            with self._translated(), self.transaction() as conn:
+                dropped = _apply(conn, writes)
+            for _ in range(count):
+                self._batches.popleft()
+            for sql, exc in dropped:
+                log.error("store: dropped a write that cannot be stored (%s): %s", exc, sql)
+
+    # -- turns -------------------------------------------------------------------------------
     def record_turn(
         self,
         session_id: str,
@@ -363,10 +534,9 @@ class Store:
         input_tokens: int = 0,
         output_tokens: int = 0,
     ) -> None:
-        """Append one conversation turn (secrets redacted)."""
-        self.execute(
-            "INSERT INTO turns (session_id, agent, role, text, tool_calls, tool_results,"
-            " input_tokens, output_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        """Append one conversation turn (secrets redacted); buffered (:meth:`write_later`)."""
+        self.write_later(
+            _INSERT_TURN,
             (
                 session_id,
                 agent,
@@ -381,6 +551,7 @@ class Store:
         )
 
     def turns(self, session_id: str) -> list[dict[str, Any]]:
+        self.flush()
         rows = self.query("SELECT * FROM turns WHERE session_id = ? ORDER BY id", (session_id,))
         out = []
         for row in rows:

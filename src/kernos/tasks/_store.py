@@ -1,17 +1,16 @@
 """The durable task record: a ``tasks`` table and an append-only ``task_events`` table (spec §6).
 
-Writes from the event loop are buffered and committed together on the next loop turn (one
-transaction for everything that happened in that turn), so a thousand children do not mean ten
-thousand commits; every read flushes first, so a reader never sees an older state than a writer set.
+Writes go through the store's write buffer (:meth:`kernos.runtime.Store.write_later`): what
+happened in one loop turn is committed in one transaction on the store's writer thread, so a
+thousand children do not mean ten thousand commits on the event loop; every read flushes first, so
+a reader never sees an older state than a writer set.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -88,40 +87,6 @@ _INSERT_EVENT = (
     "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM task_events WHERE task_id = ?"
 )
 
-#: How long the loop waits before retrying writes a locked or failing store did not take.
-_RETRY_SECONDS = 0.5
-
-#: Errors of one statement that retrying cannot fix; the rest of the flush goes on without it.
-_WRITE_ERRORS = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
-                 sqlite3.DataError, OverflowError, ValueError)  # fmt: skip
-
-
-def _apply(conn: sqlite3.Connection, ops: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
-    """Run ``ops`` in the open transaction; returns ``(sql, error)`` for each one dropped.
-
-    A failing statement undoes only itself (SQLite's statement-level ABORT), so the transaction
-    stays usable. Text SQLite cannot encode (a lone surrogate a model sent) is stored cleaned.
-    """
-    dropped: list[tuple[str, BaseException]] = []
-    for sql, params in ops:
-        try:
-            conn.execute(sql, tuple(params))
-        except UnicodeEncodeError:
-            try:
-                conn.execute(sql, tuple(_encodable(p) for p in params))
-            except _WRITE_ERRORS as exc:
-                dropped.append((sql, exc))
-        except _WRITE_ERRORS as exc:
-            dropped.append((sql, exc))
-    return dropped
-
-
-def _encodable(value: Any) -> Any:
-    """``value`` with lone surrogates replaced by U+FFFD (pairs are joined)."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return value
-
 
 def process_start(pid: int) -> str | None:
     """When process ``pid`` started (clock ticks since boot, Linux); ``None`` when unknown."""
@@ -157,55 +122,18 @@ class TaskStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         store.migrate("tasks", MIGRATIONS)
-        self._ops: list[tuple[str, Sequence[Any]]] = []
-        self._scheduled = False
         self.pid = _OWNER_PID
         self.started = _OWNER_STARTED
 
     # -- writing -----------------------------------------------------------------------------
     def _write(self, sql: str, params: Sequence[Any]) -> None:
-        self._ops.append((sql, params))
-        if self._scheduled:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()
-            return
-        self._scheduled = True
-        loop.call_soon(self._flush_soon, loop)
-
-    def _flush_soon(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The loop's flush: a store that cannot take the writes now (locked, full) keeps them
-        and tries again shortly instead of raising into the event loop."""
-        try:
-            self.flush()
-        except Exception as exc:
-            log.warning("task store: %d write(s) kept for a retry: %s", len(self._ops), exc)
-            if not self._scheduled and not loop.is_closed():
-                self._scheduled = True
-                loop.call_later(_RETRY_SECONDS, self._flush_soon, loop)
+        self.store.write_later(sql, params)
 
     def flush(self) -> None:
-        """Commit every buffered write in one transaction.
-
-        A write that can never be stored (a constraint it breaks, a value SQLite cannot take) is
-        dropped and logged on its own; the other writes of the same flush still commit. When the
-        transaction itself fails (the store is locked, closed or full) nothing is lost: every
-        write stays buffered, ahead of newer ones, for the next flush, and the error is raised.
-        """
-        self._scheduled = False
-        if not self._ops:
-            return
-        ops, self._ops = self._ops, []
-        try:
-            with self.store.transaction() as conn:
-                dropped = _apply(conn, ops)
-        except BaseException:
-            self._ops[:0] = ops
-            raise
-        for sql, exc in dropped:
-            log.error("task store: dropped a write that cannot be stored (%s): %s", exc, sql)
+        """Commit every buffered write now (see :meth:`kernos.runtime.Store.flush`): a write that
+        can never be stored is dropped alone; a failed transaction keeps every write for the next
+        flush and raises."""
+        self.store.flush()
 
     def insert(self, row: dict[str, Any]) -> None:
         row = {

@@ -17,10 +17,10 @@ from kernos.output._channel import Channel, ChannelConfig, ChannelError, Deliver
 from kernos.output._parse import OutputItem
 from kernos.output._texts import channel_text
 from kernos.output.channels._common import (
+    HttpClient,
     header_secrets,
     http_error,
     meta_object,
-    post_json,
     unsupported,
 )
 from kernos.runtime import WorkspacePolicy, url_secrets
@@ -81,6 +81,7 @@ def onebot_channel(config: ChannelConfig) -> Channel:
     token = config.text("access_token")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     media = _Media(config.workspace, config.flag("allow_url_attachments", False))
+    http = HttpClient(base_url, timeout=30.0)
 
     async def send(item: OutputItem, ctx: OutputContext) -> Delivery | None:
         if item.type not in TYPES:
@@ -95,9 +96,7 @@ def onebot_channel(config: ChannelConfig) -> Channel:
         else:
             action = f"send_{scope}_msg"
             body = {key: target, "message": _segments(item, meta.get("reply_to"), media)}
-        response = await post_json(
-            f"{base_url.rstrip('/')}/{action}", body, headers=headers, timeout=30.0
-        )
+        response = await http.post_json(f"{base_url.rstrip('/')}/{action}", body, headers=headers)
         if response.status_code in (401, 403):
             raise ChannelError(
                 f"the OneBot server refused the request (HTTP {response.status_code}); "
@@ -132,4 +131,5 @@ def onebot_channel(config: ChannelConfig) -> Channel:
         kind=config.kind,
         recipient_keys=("user_id", "group_id"),
         secrets=header_secrets(headers) + ((token,) if token else ()) + url_secrets(base_url),
+        aclose=http.aclose,
     )

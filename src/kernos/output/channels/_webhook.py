@@ -7,7 +7,7 @@ from __future__ import annotations
 from kernos.output._channel import Channel, ChannelConfig, Delivery, OutputContext
 from kernos.output._parse import OutputItem
 from kernos.output._texts import channel_text
-from kernos.output.channels._common import header_secrets, http_error, post_json
+from kernos.output.channels._common import HttpClient, header_secrets, http_error
 from kernos.runtime import url_secrets
 
 
@@ -19,6 +19,7 @@ def webhook_channel(config: ChannelConfig) -> Channel:
         raise config.error("url", "must be an http:// or https:// URL", 'write url = "https://..."')
     headers = config.table("headers")
     timeout = config.number("timeout", 10.0)
+    http = HttpClient(url, timeout=timeout)
 
     async def send(item: OutputItem, ctx: OutputContext) -> Delivery | None:
         body = {
@@ -27,7 +28,7 @@ def webhook_channel(config: ChannelConfig) -> Channel:
             "payload": item.payload,
             "meta": item.meta,
         }
-        response = await post_json(url, body, headers=headers, timeout=timeout)
+        response = await http.post_json(url, body, headers=headers)
         if response.status_code == 202:
             return Delivery.queued("accepted by the receiver (HTTP 202), delivery not confirmed")
         if not response.is_success:
@@ -37,4 +38,13 @@ def webhook_channel(config: ChannelConfig) -> Channel:
     description, meta = channel_text("webhook")
     # Slack/Discord-style URLs carry their token in the path or query: it is a secret too
     secrets = (*header_secrets(headers), *url_secrets(url))
-    return Channel(config.name, send, description, (), meta, kind=config.kind, secrets=secrets)
+    return Channel(
+        config.name,
+        send,
+        description,
+        (),
+        meta,
+        kind=config.kind,
+        secrets=secrets,
+        aclose=http.aclose,
+    )
