@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench
+.PHONY: demo test lint typecheck pytest bench inspector
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) inspector
 	$(BIN)/pytest
+
+## the MCP Inspector CLI (npm) that tests/serve drives against `kernos mcp`; skipped without npm
+INSPECTOR := $(VENV)/npm/node_modules/.bin/mcp-inspector
+inspector: $(STAMP)
+	@if command -v npm >/dev/null 2>&1; then \
+	  test -x $(INSPECTOR) || npm install --silent --no-fund --no-audit \
+	    --prefix $(VENV)/npm @modelcontextprotocol/inspector@2; \
+	else echo "npm not found: the MCP Inspector test will be skipped"; fi
 
 ## make bench: the benchmarks (on demand; figures go in issue notes, never in tests)
 bench: $(STAMP)

@@ -44,6 +44,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "child_preamble.md": 199,
             "worker_instructions.md": 144,
             "completion_notice.md": 210,
+            "still_running.md": 291,
             "task description (rendered, test config)": 1381,
         }
     )

@@ -9,6 +9,7 @@ import typer
 from kernos import __version__
 from kernos.cli import compress as _compress
 from kernos.cli import demo as _demo
+from kernos.cli import mcp as _mcp
 from kernos.cli import run as _run
 from kernos.cli import send as _send
 from kernos.cli import tasks as _tasks
@@ -49,6 +50,7 @@ _compress.register(app)
 _send.register(app)
 _tasks.register(app)
 _tools.register(app)
+_mcp.register(app)
 
 
 def main() -> None:

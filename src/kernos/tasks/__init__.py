@@ -31,9 +31,10 @@ if typing.TYPE_CHECKING:
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
     from kernos.tasks._state import TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
-    from kernos.tasks._tools import render_output
+    from kernos.tasks._tools import FOREGROUND_WAIT, render_output
 
 __all__ = [
+    "FOREGROUND_WAIT",
     "MAX_BATCH",
     "MIGRATIONS",
     "PADDING_PROMPTS",
@@ -66,6 +67,7 @@ __all__ = [
 
 #: name -> private module, imported on first use: the store and pure rules skip pydantic-ai
 _EXPORTS = {
+    "FOREGROUND_WAIT": "_tools",
     "MAX_BATCH": "_resolve",
     "MIGRATIONS": "_store",
     "PADDING_PROMPTS": "_normalize",

@@ -15,6 +15,7 @@ PROMPT_FILES = (
     "child_preamble.md",
     "worker_instructions.md",
     "completion_notice.md",
+    "still_running.md",
 )
 
 

@@ -315,11 +315,23 @@ class TaskScheduler:
         if self.outstanding(session):
             await self._changed.wait()
 
-    async def wait(self, records: Iterable[TaskRecord]) -> None:
-        """Wait until each record's current run has ended."""
+    async def wait(self, records: Iterable[TaskRecord], timeout: float | None = None) -> bool:
+        """Wait until each record's current run has ended, or ``timeout`` seconds passed;
+        ``True`` when every run ended."""
         runners = [r.runner for r in records if r.runner is not None and not r.runner.done()]
-        if runners:
-            await asyncio.wait(runners)
+        if not runners:
+            return True
+        _, pending = await asyncio.wait(runners, timeout=timeout)
+        return not pending
+
+    def detach(self, records: Iterable[TaskRecord]) -> list[TaskRecord]:
+        """Turn the still-active foreground children in ``records`` into background ones: their
+        completion is then a notice to the parent, like any background child's. Returns them."""
+        detached = [r for r in records if r.status in ACTIVE]
+        for record in detached:
+            record.background = True
+            self.store.update(record.id, background=1)
+        return detached
 
     async def wait_all(self) -> None:
         """Wait until no child is pending or running."""

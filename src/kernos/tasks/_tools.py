@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from kernos.tasks._manager import TaskManager
     from kernos.tasks._scheduler import TaskRecord
 
+#: ``ToolContext.extras`` key: how many seconds a foreground ``task`` may wait for its children
+#: before it answers that they are still running (``kernos mcp --foreground-wait``); absent: no
+#: limit.
+FOREGROUND_WAIT = "foreground_wait"
+
 #: ``task_output(mode="full")`` shows at most this many characters of a transcript.
 FULL_OUTPUT_CAP = 20_000
 
@@ -82,6 +87,17 @@ def finished_text(records: list[TaskRecord]) -> str:
     if missing:
         lines.append(missing)
     return "\n".join(lines)
+
+
+def still_running_text(records: list[TaskRecord], waited: float) -> str:
+    """What a foreground ``task`` answers when its caller's wait limit passed first."""
+    lines = [
+        prompt_text("still_running.md").format(
+            label=r.label, task_id=r.id, status=r.status, waited=f"{waited:g}"
+        )
+        for r in records
+    ]
+    return "\n\n".join(lines)
 
 
 def _details(records: list[TaskRecord]) -> dict[str, Any]:
@@ -185,12 +201,18 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
         records = manager.spawn(session, resolution)
         if resolution.background:
             return ToolResult(started_text(manager, records), _details(records))
+        limit = ctx.extras.get(FOREGROUND_WAIT)
         try:
-            await manager.wait(records)
+            finished = await manager.wait(
+                records, timeout=float(limit) if isinstance(limit, int | float) else None
+            )
         except asyncio.CancelledError:
             for record in records:
                 manager.cancel(record, "the parent's turn was cancelled")
             raise
+        if not finished:  # the caller cannot wait longer (an MCP host cuts calls at ~60 s)
+            detached = manager.detach(records)
+            return ToolResult(still_running_text(detached, float(limit or 0)), _details(records))
         details = _details(records)
         return ToolResult(
             finished_text(records),

@@ -1,0 +1,475 @@
+"""``kernos mcp``: kernos's tools served to other agent hosts over MCP (issue 10).
+
+The host (Claude Code, Cursor, OpenCode, Codex) is the model here. Each MCP connection gets one
+kernos :class:`~kernos.runtime.Session` of the agent, opened by :func:`agent_session` with every
+tool ``kernos run`` would give it, plus ``compress``. The session is never prompted: it is the
+parent of the connection's task children and holds their completion notices until the host's next
+tool call.
+
+Built on the SDK's low-level :class:`mcp.server.lowlevel.Server`, whose ``tools/call`` handler gets
+the arguments as sent, so every call goes through :func:`kernos.boundary.call_tool` raw (padding
+normalized before the schema, coded errors as ``isError`` results, never a JSON-RPC error for a bad
+argument). Results are kernos's exact text as ``content``, with no ``structuredContent``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hmac
+import ipaddress
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernos._app import agent_session as _agent_session
+from kernos.boundary import (
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+    call_tool,
+    clean_text,
+    non_blank_text,
+)
+from kernos.runtime import (
+    Runtime,
+    Session,
+    WorkspacePolicy,
+    WorkspaceRefused,
+    cancel_toolsets,
+    scrub_result,
+    shielded,
+)
+
+if TYPE_CHECKING:
+    import mcp_types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger("kernos.serve")
+
+#: ``--foreground-wait`` when not given: hosts cut a call at about 60 s.
+DEFAULT_FOREGROUND_WAIT = 50.0
+
+#: the hosts ``--http`` accepts without a token (anything else needs ``--token-env``)
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+_STDIO = "stdio"
+_STATELESS = "http"  # 2026-07-28 HTTP requests carry no session: they share one kernos session
+
+
+# -- the seam: one agent session with all its tools -------------------------------------------
+
+
+@asynccontextmanager
+async def agent_session(runtime: Runtime, agent: str) -> AsyncIterator[Session]:
+    """A session of ``agent`` with every tool ``kernos run`` gives it (task, output, configured
+    and MCP tools); on exit its unfinished children are cancelled (recorded ``cancelled``, not
+    ``lost``) and every attachment is closed, shielded from a cancellation meanwhile.
+
+    The one place ``kernos mcp`` composes tools: :func:`kernos._app.agent_session`, as
+    ``kernos run`` does.
+    """
+    async with _agent_session(runtime, agent, wait=False) as (session, toolsets):
+        try:
+            yield session
+        finally:
+            await shielded(cancel_toolsets(toolsets, "the MCP server stopped"))
+
+
+# -- compress ----------------------------------------------------------------------------------
+
+
+class CompressArgs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    path: str
+    rounds: int = Field(default=3, ge=1, le=10)
+
+
+def _prepare_compress(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    path = non_blank_text(raw.get("path"))
+    if path is not None:
+        out["path"] = path
+    rounds = raw.get("rounds")
+    if isinstance(rounds, int) or non_blank_text(rounds) is not None:
+        out["rounds"] = rounds
+    return out
+
+
+def compress_description() -> str:
+    """What the host's model reads about ``compress`` (``_serve_compress.md``)."""
+    return resources.files("kernos").joinpath("_serve_compress.md").read_text("utf-8").strip()
+
+
+def compress_tool(runtime: Runtime) -> ToolSpec[CompressArgs]:
+    """``compress(path, rounds)``: the audited protocol on one workspace file, rewritten in place
+    only when a draft is approved."""
+
+    async def run(params: CompressArgs, ctx: ToolContext) -> ToolResult:
+        from kernos.compress import Status, compress_files
+
+        try:
+            policy = WorkspacePolicy.from_config(runtime.config)
+            path = policy.resolve(params.path, what="compress path")
+        except WorkspaceRefused as exc:
+            raise ToolError("path_refused", str(exc)) from None
+        model = runtime.model(runtime.model_name("compress"))
+        (report,) = await compress_files([path], model=model, rounds=params.rounds, in_place=True)
+        data = report.to_json()
+        lines = [f"compress {path}: {report.status.value} after {report.rounds} round(s)"]
+        m = report.metrics
+        if m is not None:
+            lines.append(
+                f"metrics: {m.source_tokens} → {m.draft_tokens} tokens, "
+                f"{m.source_words} → {m.draft_words} words ({m.percent}% smaller)"
+            )
+        if report.losses:
+            lines.append("declared losses:")
+            lines += [f"- {loss.content} ({loss.reason})" for loss in report.losses]
+        else:
+            lines.append("declared losses: none")
+        if report.output is not None:
+            lines.append(f"written: {report.output}")
+        else:
+            lines.append(f"written: nothing ({report.error or 'no approved draft'})")
+        return ToolResult(
+            "\n".join(lines), {"report": data}, is_error=report.status is not Status.APPROVED
+        )
+
+    return ToolSpec(
+        name="compress",
+        description=compress_description(),
+        params=CompressArgs,
+        execute=run,
+        prepare=_prepare_compress,
+        max_retries=runtime.config.retries,
+    )
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Hosted:
+    """One connection's session, kept open by a task of its own (anyio resources inside it must
+    be entered and left in the same task)."""
+
+    session: Session
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+
+
+class KernosMcpServer:
+    """kernos's tools over MCP for one agent: a low-level SDK server plus the sessions of its
+    connections.
+
+    Args:
+        runtime: config, models, store.
+        agent: whose tools are served.
+        foreground_wait: seconds a foreground ``task`` waits before answering "still running".
+        progress_interval: seconds between progress notifications while a call runs (only when
+            the request carried a progress token).
+        open_session: the seam (default :func:`agent_session`).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        agent: str = "main",
+        *,
+        foreground_wait: float = DEFAULT_FOREGROUND_WAIT,
+        progress_interval: float | None = None,
+        open_session: Callable[
+            [Runtime, str], contextlib.AbstractAsyncContextManager[Session]
+        ] = agent_session,
+    ) -> None:
+        from kernos import __version__
+
+        self.runtime = runtime
+        self.agent = agent
+        self.foreground_wait = foreground_wait
+        self.progress_interval = progress_interval or min(5.0, max(0.5, foreground_wait / 10))
+        self._open_session = open_session
+        self._compress = compress_tool(runtime)
+        self._hosted: dict[str, _Hosted] = {}
+        self._opening: dict[str, asyncio.Future[_Hosted]] = {}
+        self._hosts: set[asyncio.Task[None]] = set()
+        self.http_server: Any = None  # the uvicorn server while serve_http runs
+        self.server = self._build(__version__)
+
+    def _build(self, version: str) -> Server[Any]:
+        from mcp.server.lowlevel import Server
+
+        return Server(
+            "kernos",
+            version=version,
+            instructions="kernos: sub-agent tasks on any model, output channels, audited "
+            "compression; every call goes through kernos's tool-call boundary.",
+            # no per-call schema lookup: kernos validates every call itself (padding first)
+            get_tool_input_schema=lambda name: None,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    # -- sessions --------------------------------------------------------------------------
+    async def session_for(self, key: str) -> Session:
+        """The kernos session of connection ``key``, opened on first use."""
+        hosted = self._hosted.get(key)
+        if hosted is not None:
+            return hosted.session
+        opening = self._opening.get(key)
+        if opening is None:
+            opening = self._opening[key] = asyncio.get_running_loop().create_future()
+            host = asyncio.get_running_loop().create_task(
+                self._host(key, opening), name=f"kernos-mcp-{key}"
+            )
+            self._hosts.add(host)
+            host.add_done_callback(self._hosts.discard)
+        try:
+            return (await asyncio.shield(opening)).session
+        finally:
+            if opening.done():
+                self._opening.pop(key, None)
+
+    async def _host(self, key: str, ready: asyncio.Future[_Hosted]) -> None:
+        stop = asyncio.Event()
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            async with self._open_session(self.runtime, self.agent) as session:
+                hosted = self._hosted[key] = _Hosted(session, stop, task)
+                ready.set_result(hosted)
+                log.info("mcp connection %s: session %s", key, session.session_id)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._hosted.pop(key, None)
+
+    async def aclose(self) -> None:
+        """Close every connection's session: unfinished children are cancelled, not lost."""
+        hosted = list(self._hosted.values())
+        for item in hosted:
+            item.stop.set()
+        for item in hosted:
+            await shielded(asyncio.gather(item.task, return_exceptions=True))
+
+    def _key(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        if headers is None:
+            return _STDIO
+        return str(headers.get("mcp-session-id") or _STATELESS)
+
+    # -- handlers --------------------------------------------------------------------------
+    def tools(self, session: Session) -> list[ToolSpec[Any]]:
+        """Everything served to the connection of ``session``."""
+        specs = list(session.tools.values())
+        if self._compress.name not in session.tools:
+            specs.append(self._compress)
+        return specs
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        import mcp_types
+
+        session = await self.session_for(self._key(ctx))
+        return mcp_types.ListToolsResult(
+            tools=[
+                mcp_types.Tool(name=s.name, description=s.description, input_schema=s.schema())
+                for s in self.tools(session)
+            ]
+        )
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
+        import mcp_types
+
+        session = await self.session_for(self._key(ctx))
+        raw = ctx.params.get("arguments") if isinstance(ctx.params, Mapping) else None
+        result = await self.call(session, params.name, raw, ctx)
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(text=result.text)], is_error=result.is_error
+        )
+
+    async def call(
+        self,
+        session: Session,
+        name: str,
+        raw: Any,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+    ) -> ToolResult:
+        """One call through the boundary, as the host sent it; the connection's pending
+        completion notices are appended to its text."""
+        from kernos.tasks import FOREGROUND_WAIT
+
+        spec = {s.name: s for s in self.tools(session)}.get(name)
+        if spec is None:
+            result = ToolResult(
+                f"There is no tool `{name}` on this kernos server; list the tools and call "
+                "one of them.",
+                {"code": "unknown_tool", "stage": "schema", "tool": name},
+                is_error=True,
+            )
+        else:
+            context = ToolContext(
+                agent=session.agent,
+                session_id=session.session_id,
+                tool_call_id=str(ctx.request_id) if ctx is not None else None,
+                extras={"session": session, FOREGROUND_WAIT: self.foreground_wait},
+            )
+            work = call_tool(spec, raw, context)
+            result = await (self._with_progress(work, ctx) if _has_token(ctx) else work)
+        if (text := clean_text(result.text)) is not result.text:
+            result = dataclasses.replace(result, text=text)
+        notices = session.take_queued()
+        if notices:
+            result = dataclasses.replace(result, text=f"{result.text}\n\n{notices}")
+        return scrub_result(result)
+
+    async def _with_progress(
+        self, work: Awaitable[ToolResult], ctx: ServerRequestContext[Any, Any] | None
+    ) -> ToolResult:
+        assert ctx is not None
+        job = asyncio.ensure_future(work)
+        started = time.monotonic()
+        try:
+            while True:
+                done, _ = await asyncio.wait({job}, timeout=self.progress_interval)
+                if done:
+                    return job.result()
+                elapsed = time.monotonic() - started
+                with contextlib.suppress(Exception):  # a progress the host cannot take is no error
+                    await ctx.session.report_progress(
+                        round(elapsed, 1), None, f"still working ({elapsed:.0f} s)"
+                    )
+        finally:
+            if not job.done():
+                job.cancel()  # the request was cancelled: the tool's own cleanup runs in it
+                await asyncio.gather(job, return_exceptions=True)
+
+    # -- transports ------------------------------------------------------------------------
+    async def serve_stdio(self) -> None:
+        """Serve one host over stdin/stdout until it closes stdin."""
+        from mcp.server.stdio import stdio_server
+
+        try:
+            async with stdio_server() as (read, write):
+                await self.session_for(_STDIO)  # config errors surface before the first request
+                await self.server.run(read, write, self.server.create_initialization_options())
+        finally:
+            await self.aclose()
+
+    def http_app(self, host: str, port: int, token: str | None) -> ASGIApp:
+        """The Streamable HTTP app at ``/mcp``: DNS-rebinding protection on, and a bearer token
+        checked on every request when ``token`` is set."""
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        hosts = {host, *(LOOPBACK_NAMES if is_loopback(host) else ())}
+        shown = [f"[{h}]" if ":" in h else h for h in hosts]
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{h}:{port}" for h in shown] + [f"{h}:*" for h in shown],
+            allowed_origins=[f"http://{h}:{port}" for h in shown]
+            + [f"http://{h}:*" for h in shown],
+        )
+        app = self.server.streamable_http_app(
+            streamable_http_path="/mcp", transport_security=security, host=host
+        )
+        return BearerToken(app, token) if token else app
+
+    async def serve_http(self, host: str, port: int, token: str | None) -> None:
+        """Serve Streamable HTTP until cancelled."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.http_app(host, port, token),
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+        )
+        server = uvicorn.Server(config)
+        # kernos owns the signals (run_until_signal); uvicorn would re-raise them after shutdown
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+        self.http_server = server
+        job = asyncio.ensure_future(server.serve())
+        try:
+            await asyncio.shield(job)
+        except asyncio.CancelledError:
+            server.should_exit = True  # a graceful stop: open streams end, then the lifespan
+            await shielded(asyncio.gather(job, return_exceptions=True))
+            raise
+        finally:
+            await self.aclose()
+
+
+def _has_token(ctx: ServerRequestContext[Any, Any] | None) -> bool:
+    meta = ctx.meta if ctx is not None else None
+    return bool(meta) and (
+        meta.get("progressToken") is not None or meta.get("progress_token") is not None  # type: ignore[union-attr]
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` names this machine only (``127.0.0.1``, ``::1``, ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class BearerToken:
+    """Refuses every HTTP request without ``Authorization: Bearer <token>`` (401)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                from starlette.responses import PlainTextResponse
+
+                response = PlainTextResponse(
+                    "missing or wrong bearer token: send Authorization: Bearer <token>",
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as ``(host, port)``.
+
+    Raises:
+        ValueError: not HOST:PORT, or a port outside 1-65535 (0 is allowed: any free port).
+    """
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--http {value!r} is not HOST:PORT; pass e.g. 127.0.0.1:8765")
+    return host, int(port)

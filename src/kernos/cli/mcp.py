@@ -1,0 +1,83 @@
+"""``kernos mcp``: serve an agent's kernos tools to Claude Code, Cursor, OpenCode, Codex (MCP)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Annotated
+
+import typer
+
+from kernos.cli._common import ConfigOption, ModelOption, config_errors, err, fail, open_runtime
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("mcp")
+    def mcp_command(
+        agent: Annotated[str, typer.Option("--agent", "-a", help="Agent whose tools to serve.")] = (
+            "main"
+        ),
+        config: ConfigOption = None,
+        http: Annotated[
+            str | None,
+            typer.Option("--http", help="Serve Streamable HTTP at HOST:PORT/mcp instead of stdio."),
+        ] = None,
+        token_env: Annotated[
+            str | None,
+            typer.Option(
+                "--token-env",
+                help="Environment variable holding the bearer token HTTP clients must send "
+                "(required off loopback).",
+            ),
+        ] = None,
+        foreground_wait: Annotated[
+            float,
+            typer.Option(
+                "--foreground-wait",
+                help="Seconds a foreground task call waits before answering 'still running'.",
+            ),
+        ] = 50.0,
+        model: ModelOption = None,
+    ) -> None:
+        """Serve AGENT's tools (tasks, output channels, configured and MCP tools, compress) over
+        MCP: stdio by default, Streamable HTTP with --http."""
+        from kernos._app import Interrupted, run_until_signal
+        from kernos._serve import KernosMcpServer, is_loopback, parse_http
+
+        if foreground_wait <= 0:
+            raise fail("--foreground-wait must be a positive number of seconds")
+        address = None
+        token = None
+        if http is not None:
+            try:
+                address = parse_http(http)
+            except ValueError as exc:
+                raise fail(str(exc)) from None
+            if token_env is None and not is_loopback(address[0]):
+                raise fail(
+                    f"--http {http} is not a loopback address: pass --token-env VAR naming the "
+                    "variable that holds the bearer token clients must send"
+                )
+        if token_env is not None:
+            token = os.environ.get(token_env, "").strip()
+            if not token:
+                raise fail(f"--token-env {token_env}: the variable is unset or empty; set it")
+            from kernos.runtime import register_secrets
+
+            register_secrets(token)
+        runtime = open_runtime(config, model, store=True)
+        try:
+            with config_errors():
+                runtime.config.agent(agent)
+                runtime.model(runtime.model_name(agent))
+                server = KernosMcpServer(runtime, agent, foreground_wait=foreground_wait)
+                if address is None:
+                    work = server.serve_stdio()
+                else:
+                    err.print(f"kernos mcp: http://{http}/mcp (agent {agent})", markup=False)
+                    work = server.serve_http(address[0], address[1], token)
+                asyncio.run(run_until_signal(work))
+        except Interrupted as exc:
+            raise typer.Exit(exc.exit_code) from None
+        finally:
+            runtime.close()
