@@ -39,8 +39,16 @@ def _root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Say which store and config are used (on stderr)."),
+    ] = False,
 ) -> None:
     """kernos — run language-model agents with trustworthy tool calls."""
+    if verbose:
+        from kernos.cli._common import say_where
+
+        say_where()
 
 
 _run.register(app)

@@ -28,6 +28,7 @@ if typing.TYPE_CHECKING:
         kernos_home,
         load_config,
         parse_agent_file,
+        project_root,
     )
     from kernos.runtime._models import pick_model_name, resolve_model
     from kernos.runtime._runtime import Runtime
@@ -83,6 +84,7 @@ __all__ = [
     "new_session_id",
     "parse_agent_file",
     "pick_model_name",
+    "project_root",
     "redact",
     "register_env_secrets",
     "register_secrets",
@@ -131,6 +133,7 @@ _EXPORTS = {
     "new_session_id": "_session",
     "parse_agent_file": "_config",
     "pick_model_name": "_models",
+    "project_root": "_config",
     "redact": "_store",
     "register_env_secrets": "_secrets",
     "register_secrets": "_secrets",

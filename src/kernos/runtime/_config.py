@@ -232,12 +232,28 @@ def register_config_urls(data: Any) -> None:
                 register_url_secrets(*(v for v in values if isinstance(v, str)))
 
 
+def project_root(cwd: Path | None = None) -> Path:
+    """The project a command works in: the nearest of the working directory and its parents that
+    holds a ``.kernos`` or a ``kernos.toml`` (found like ``.git``), else the working directory.
+
+    The state directory (unless ``KERNOS_HOME`` is set) and the default ``kernos.toml`` are both
+    read from there, so a subdirectory of a project sees the project's tasks and config.
+    """
+    start = (cwd or Path.cwd()).absolute()
+    for where in (start, *start.parents):
+        if (where / ".kernos").exists() or (where / "kernos.toml").is_file():
+            return where
+    return start
+
+
 def kernos_home(cwd: Path | None = None) -> Path:
-    """Where state lives: ``$KERNOS_HOME``, else ``.kernos`` in the working directory."""
+    """Where state lives: ``$KERNOS_HOME``, else ``.kernos`` in the project root (the nearest
+    directory up from the working directory that has one or a ``kernos.toml``; else the working
+    directory, where it is created)."""
     env = os.environ.get("KERNOS_HOME")
     if env:
         return Path(env).expanduser().resolve()
-    return ((cwd or Path.cwd()) / ".kernos").resolve()
+    return (project_root(cwd) / ".kernos").resolve()
 
 
 def _raise_validation(file: Path | None, prefix: str, error: ValidationError) -> None:
@@ -333,14 +349,15 @@ def _claude_code_model(config: Config, name: str, agent: AgentConfig, file: Path
 
 
 def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> Config:
-    """Load ``kernos.toml`` (``path``, else the working directory's; absent → defaults).
+    """Load ``kernos.toml`` (``path``, else the project root's — see :func:`project_root`;
+    absent → defaults).
 
     Raises:
         ConfigError: unreadable TOML, an unknown key, a bad value or a missing ``${ENV}``.
     """
     cwd = cwd or Path.cwd()
     explicit = path is not None
-    file = Path(path) if path is not None else cwd / "kernos.toml"
+    file = Path(path) if path is not None else project_root(cwd) / "kernos.toml"
     data: dict[str, Any] = {}
     if file.exists():
         try:
