@@ -13,6 +13,7 @@ from kernos.cli import run as _run
 from kernos.cli import send as _send
 from kernos.cli import tasks as _tasks
 from kernos.cli import tools as _tools
+from kernos.cli import usage as _usage
 from kernos.runtime import install_log_scrubber
 
 install_log_scrubber()  # every log line, whichever logger, loses the secrets kernos knows
@@ -57,6 +58,7 @@ _compress.register(app)
 _send.register(app)
 _tasks.register(app)
 _tools.register(app)
+_usage.register(app)
 
 
 def main() -> None:

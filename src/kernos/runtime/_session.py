@@ -35,7 +35,7 @@ pydantic_ai.BANNER_ENABLED = False
 @dataclass(frozen=True)
 class SessionEvent:
     """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
-    ``tool_result``, ``text`` or ``idle``."""
+    ``tool_result``, ``usage`` (the turn's model responses), ``text`` or ``idle``."""
 
     session_id: str
     agent: str
@@ -217,6 +217,9 @@ class Session:
                 final = output if isinstance(output, str) else str(output)
         self.last_text = final
         self._record(self.history[before:])
+        self.emit(
+            "usage", responses=[m for m in self.history[before:] if isinstance(m, ModelResponse)]
+        )
         self.emit("text", text=final)
         return final
 
