@@ -155,6 +155,8 @@ class Config(_Strict):
     #: what relative paths in the config are read against: the config file's directory
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
     home: Path = Field(default=Path(".kernos"), exclude=True)
+    #: model aliases whose ``${ENV}`` references are unset: the error, raised only when used
+    alias_problems: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_validator("mcp")
     @classmethod
@@ -209,6 +211,40 @@ def _expand_env(value: Any, file: Path | None, key: str) -> Any:
     if isinstance(value, list):
         return [_expand_env(v, file, f"{key}[{i}]") for i, v in enumerate(value)]
     return value
+
+
+def _strip_env(value: Any) -> Any:
+    if isinstance(value, str):
+        return _ENV_REF.sub("", value)
+    if isinstance(value, dict):
+        return {k: _strip_env(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip_env(v) for v in value]
+    return value
+
+
+def _expand_env_lazily(
+    data: dict[str, Any], file: Path | None
+) -> tuple[dict[str, Any], dict[str, ConfigError]]:
+    """Expand ``${ENV}`` everywhere; a ``[models.NAME]`` table whose variable is unset is kept
+    with the reference blanked and its error returned, so only a command using that model fails.
+
+    Raises:
+        ConfigError: an unset variable outside ``[models.*]``.
+    """
+    models = data.get("models")
+    rest = _expand_env({k: v for k, v in data.items() if k != "models"}, file, "")
+    if not isinstance(models, dict):
+        return ({**rest, "models": models} if "models" in data else rest), {}
+    problems: dict[str, ConfigError] = {}
+    expanded: dict[str, Any] = {}
+    for alias, table in models.items():
+        try:
+            expanded[alias] = _expand_env(table, file, f"models.{alias}")
+        except ConfigError as exc:
+            problems[alias] = exc
+            expanded[alias] = _strip_env(table)
+    return {**rest, "models": expanded}, problems
 
 
 _URL_KEYS = ("url", "urls", "base_url")
@@ -368,7 +404,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
             ) from None
     elif explicit:
         raise ConfigError(file, "(file)", "does not exist", "pass an existing file to --config")
-    data = _expand_env(data, file, "")
+    data, alias_problems = _expand_env_lazily(data, file)
     register_config_urls(data)
     try:
         config = Config.model_validate(data)
@@ -376,6 +412,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         _raise_validation(file, "", exc)
         raise  # pragma: no cover
     config.path = file if file.exists() else None
+    config.alias_problems = alias_problems
     config.base_dir = file.parent.absolute()
     config.home = kernos_home(cwd)
     agents_dir = config.home / "agents"
