@@ -78,7 +78,8 @@ def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
 def test_channels_loads_only_the_configured_kind(tmp_path: Path) -> None:
     (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
     done, modules = run_light(tmp_path, "channels")
-    assert done.stdout.startswith("- log (file): Where the agent writes its log.")
+    row = done.stdout.splitlines()[1]
+    assert row.startswith("log ") and row.endswith("  Where the agent writes its log."), row
     assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
 
 

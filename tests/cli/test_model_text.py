@@ -108,7 +108,9 @@ def test_channels_prints_its_hint_and_descriptions_as_written(tmp_path: Path) ->
     assert "add a [channels.NAME] table to kernos.toml" in empty.stderr
     (tmp_path / "kernos.toml").write_text(CHANNELS)
     listed = kernos("channels", cwd=tmp_path)
-    assert listed.stdout.startswith("- mail (file): Mail [to the team], as JSON lines.")
+    header, mail = listed.stdout.splitlines()[:2]
+    assert header.split() == ["NAME", "KIND", "TYPES", "DESCRIPTION"]
+    assert mail.endswith("  Mail [to the team], as JSON lines."), mail
 
 
 def on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:

@@ -3,6 +3,7 @@ stderr, the child recorded ``cancelled`` (not ``lost`` or ``completed``), exit 1
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -89,12 +90,13 @@ def test_a_signal_cancels_the_children_and_exits(
     assert out == ""
     assert status_of_children(home) == ["cancelled"]
     listed = subprocess.run(
-        [KERNOS, "tasks", "list"], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=60,
+        [KERNOS, "tasks", "list", "--json"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=60,
     )  # fmt: skip
-    assert listed.stdout.split("\t")[1:3] == ["cancelled", "disposed"]
+    (task,) = json.loads(listed.stdout)["tasks"]
+    assert (task["status"], task["residency"]) == ("cancelled", "disposed")
     shown = subprocess.run(
-        [KERNOS, "tasks", "output", listed.stdout.split("\t")[0]], cwd=tmp_path, env=env,
+        [KERNOS, "tasks", "output", task["id"]], cwd=tmp_path, env=env,
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "[status] running → cancelled (run epoch 1) — the run was interrupted" in shown.stdout

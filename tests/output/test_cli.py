@@ -75,10 +75,43 @@ def test_send_to_the_console_and_list_channels(tmp_path: Path) -> None:
     listed = kernos("channels", cwd=tmp_path)
     assert listed.returncode == 0
     assert listed.stdout.splitlines() == [
-        "- log (file): Audit log. Types: text, markdown, json.",
-        "- term (console): Prints each message on the terminal of the person running kernos. "
-        "Types: text, markdown.",
+        "NAME  KIND     TYPES                 DESCRIPTION",
+        "log   file     text, markdown, json  Audit log.",
+        "term  console  text, markdown        Prints each message on the terminal of the person "
+        "running kernos.",
     ]
+    as_json = json.loads(kernos("channels", "--json", cwd=tmp_path).stdout)
+    assert as_json["channels"][0] == {
+        "name": "log",
+        "kind": "file",
+        "types": ["text", "markdown", "json"],
+        "description": "Audit log.",
+    }
+
+
+def test_send_json_receipts(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG)
+    sent = kernos("send", "log", "a", "b", "--json", cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout) == {
+        "channel": "log",
+        "text": "sent 2 messages via [log]",
+        "code": None,
+        "error": None,
+        "all_sent": True,
+        "sent": 2,
+        "total": 2,
+        "items": [
+            {"index": 1, "type": "text", "status": "sent", "text": ""},
+            {"index": 2, "type": "text", "status": "sent", "text": ""},
+        ],
+    }
+    rejected = kernos("send", "nowhere", "x", "--json", cwd=tmp_path)
+    assert rejected.returncode == 2
+    document = json.loads(rejected.stdout)
+    assert (document["code"], document["items"]) == ("unknown_channel", [])
+    assert document["error"].startswith("channel [nowhere] does not exist")
+    assert rejected.stderr.startswith("error: channel [nowhere] does not exist")
 
 
 def test_config_mistakes_are_exit_2(tmp_path: Path) -> None:

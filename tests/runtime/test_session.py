@@ -162,7 +162,8 @@ async def test_events_report_tool_activity(openai_env: FakeOpenAIServer) -> None
     openai_env.script(tool_call("lookup", {"key": "a"}), text("fin"))
     await make_session(on_event=events.append).prompt("go")
     kinds = [e.kind for e in events]
-    assert kinds == ["prompt", "tool_call", "tool_result", "text", "idle"]
+    assert kinds == ["prompt", "tool_call", "tool_result", "usage", "text", "idle"]
+    assert len(events[3].data["responses"]) == 2  # the turn's two model responses, for usage
     assert events[2].data["result"].text == "value of a"
 
 

@@ -3,6 +3,7 @@ killed mid-task leaves its child ``lost``; ``--no-wait`` abandons children as ``
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
@@ -50,6 +52,13 @@ def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.Co
     )  # fmt: skip
 
 
+def tasks_json(project: Path, server: FakeOpenAIServer) -> list[dict[str, Any]]:
+    listed = kernos(project, server, "tasks", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    tasks: list[dict[str, Any]] = json.loads(listed.stdout)["tasks"]
+    return tasks
+
+
 def wait_for_status(project: Path, status: str, timeout: float = 60.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -82,8 +91,18 @@ def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -
     assert proc.returncode == -signal.SIGKILL
     listed = kernos(project, gated, "tasks", "list")
     assert listed.returncode == 0, listed.stderr
-    (line,) = listed.stdout.splitlines()
-    assert line.split("\t")[:3] == [task_id, "lost", "disposed"]
+    header, line = listed.stdout.splitlines()
+    assert header.split() == [
+        "ID",
+        "STATUS",
+        "RESIDENCY",
+        "EPOCH",
+        "TARGET",
+        "NAME",
+        "LABEL",
+        "CREATED",
+    ]
+    assert line.split()[:3] == [task_id, "lost", "disposed"]
     shown = kernos(project, gated, "tasks", "show", task_id)
     assert f"error: the process that ran it (pid {proc.pid}) ended" in shown.stdout
     transcript = kernos(project, gated, "tasks", "output", task_id, "--tail", "2")
@@ -101,8 +120,7 @@ def test_no_wait_abandons_unfinished_children_as_lost(project: Path, gated: Gate
     run = kernos(project, gated, "run", "survey it", "--no-wait", "-q")
     assert run.returncode == 0, run.stderr
     assert run.stdout == "Started; not waiting.\n"
-    listed = kernos(project, gated, "tasks", "list")
-    assert listed.stdout.split("\t")[1] == "lost"
+    assert [t["status"] for t in tasks_json(project, gated)] == ["lost"]
 
 
 def test_run_waits_for_background_children_and_delivers_them(
@@ -118,9 +136,9 @@ def test_run_waits_for_background_children_and_delivers_them(
     assert run.returncode == 0, run.stderr
     assert run.stdout == "Survey: 3 modules.\n"
     assert "(t_" in run.stderr and ", running). Its result is delivered" in run.stderr
-    listed = kernos(project, server, "tasks", "list")
-    assert listed.stdout.split("\t")[1:3] == ["completed", "disposed"]
-    task_id = listed.stdout.split("\t")[0]
+    (task,) = tasks_json(project, server)
+    assert (task["status"], task["residency"]) == ("completed", "disposed")
+    task_id = task["id"]
     out = kernos(project, server, "tasks", "output", task_id)
     assert "[assistant] The survey found 3 modules." in out.stdout
 
@@ -152,9 +170,74 @@ def test_cancel_from_another_process_ends_the_live_child_cancelled(
     assert "Error" not in errors and "Traceback" not in errors
     log = (project / ".kernos" / "kernos.log").read_text(encoding="utf-8")
     assert "IntegrityError" not in log and "Traceback" not in log
-    listed = kernos(project, gated, "tasks", "list")
-    assert listed.stdout.split("\t")[:3] == [task_id, "cancelled", "disposed"]
+    (task,) = tasks_json(project, gated)
+    assert (task["id"], task["status"], task["residency"]) == (task_id, "cancelled", "disposed")
     history = kernos(project, gated, "tasks", "output", task_id).stdout.splitlines()
     cancelled = "[status] running → cancelled (run epoch 1) — cancelled from the command line"
     assert cancelled in history
     assert "lost" not in kernos(project, gated, "tasks", "show", task_id).stdout
+
+
+def test_output_follow_streams_a_running_child_until_it_ends(
+    project: Path, gated: GatedServer
+) -> None:
+    gated.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
+        text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    owner = subprocess.Popen(
+        [KERNOS, "run", "survey it", "-q"], cwd=project, env=env(project, gated),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    follower: subprocess.Popen[str] | None = None
+    try:
+        task_id = wait_for_status(project, "running")
+        follower = subprocess.Popen(
+            [KERNOS, "tasks", "output", task_id, "--follow"], cwd=project,
+            env=env(project, gated), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # printed while the child is still held
+        assert first.startswith("[status] created → pending"), first
+        assert follower.poll() is None
+        gated.gate.set()
+        rest, errors = follower.communicate(timeout=60)
+        out, _ = owner.communicate(timeout=60)
+    finally:
+        for proc in (owner, follower):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert follower.returncode == 0, errors
+    lines = [first.rstrip("\n"), *rest.splitlines()]
+    assert "[assistant] The survey found 3 modules." in lines
+    assert any(line.startswith("[status] running → completed") for line in lines), lines
+    assert out == "Survey: 3 modules.\n"
+
+
+def test_json_documents_of_show_and_output(project: Path, server: FakeOpenAIServer) -> None:
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT")),
+        text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    assert kernos(project, server, "run", "survey it", "-q").returncode == 0
+    (task,) = tasks_json(project, server)
+    assert list(task) == [
+        "id", "status", "residency", "run_epoch", "target_kind", "target", "model", "name",
+        "label", "parent_session", "child_session", "depth", "background", "owner_pid", "error",
+        "created_at", "started_at", "finished_at", "updated_at",
+    ]  # fmt: skip
+    assert (task["target"], task["name"], task["background"]) == ("explore", "survey", True)
+    shown = json.loads(kernos(project, server, "tasks", "show", task["id"], "--json").stdout)
+    assert shown["task"]["final_text"] == "The survey found 3 modules."
+    assert "[status] running → completed (run epoch 1)" in [h["text"] for h in shown["history"]]
+    output = json.loads(kernos(project, server, "tasks", "output", task["id"], "--json").stdout)
+    assert (output["id"], output["status"]) == (task["id"], "completed")
+    assert {"seq", "type", "at", "text", "payload"} == set(output["events"][0])
+    assert any(e["text"] == "[assistant] The survey found 3 modules." for e in output["events"])
+    both = kernos(project, server, "tasks", "output", task["id"], "--json", "--follow")
+    assert both.returncode == 2 and "drop --json" in both.stderr

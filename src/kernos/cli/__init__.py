@@ -14,6 +14,7 @@ from kernos.cli import run as _run
 from kernos.cli import send as _send
 from kernos.cli import tasks as _tasks
 from kernos.cli import tools as _tools
+from kernos.cli import usage as _usage
 from kernos.runtime import install_log_scrubber
 
 install_log_scrubber()  # every log line, whichever logger, loses the secrets kernos knows
@@ -40,8 +41,16 @@ def _root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Say which store and config are used (on stderr)."),
+    ] = False,
 ) -> None:
     """kernos — run language-model agents with trustworthy tool calls."""
+    if verbose:
+        from kernos.cli._common import say_where
+
+        say_where()
 
 
 _run.register(app)
@@ -51,6 +60,7 @@ _send.register(app)
 _tasks.register(app)
 _tools.register(app)
 _mcp.register(app)
+_usage.register(app)
 
 
 def main() -> None:

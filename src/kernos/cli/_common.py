@@ -163,6 +163,23 @@ def write_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
+def say_where(cwd: Path | None = None) -> None:
+    """``-v``: one stderr line naming the store and the default config, and why those."""
+    from kernos.runtime import kernos_home, project_root
+
+    root = project_root(cwd)
+    home = kernos_home(cwd)
+    if os.environ.get("KERNOS_HOME"):
+        why = "KERNOS_HOME"
+    elif root != (cwd or Path.cwd()).absolute():
+        why = f"found in {root}"
+    else:
+        why = "the working directory" + ("" if home.exists() else "; created on first use")
+    config = root / "kernos.toml"
+    shown = str(config) if config.is_file() else f"none ({config} does not exist)"
+    err.print(f"store: {home / 'kernos.db'} ({why}); config: {shown}", markup=False)
+
+
 def guarded(fn: Callable[[], T]) -> T:
     with config_errors():
         return fn()

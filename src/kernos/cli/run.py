@@ -77,6 +77,16 @@ def register(app: typer.Typer) -> None:
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
         runtime = open_runtime(config, model, record, store=True)
+        from kernos.cli._usage_store import UsageRecorder
+
+        with config_errors():
+            usage = UsageRecorder(runtime.store)
+
+        def on_event(event: SessionEvent) -> None:
+            usage(event)
+            if not quiet:
+                activity(event)
+
         try:
             with config_errors():
                 runtime.config.agent(agent)
@@ -88,7 +98,7 @@ def register(app: typer.Typer) -> None:
                             prompt,
                             agent=agent,
                             wait=not no_wait,
-                            on_event=None if quiet else activity,
+                            on_event=on_event,
                         ),
                         on_signal=_say_interrupted,
                     )
@@ -97,6 +107,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(exc.exit_code) from None
         finally:
             runtime.close()
+        if not quiet:  # the run went to its end (an error answer included): its total
+            from kernos.cli._usage_rules import summary_line, total
+
+            err.print(summary_line(total(usage.priced())), markup=False)
         if outcome.text:
             write_stdout(outcome.text)
         if outcome.error:

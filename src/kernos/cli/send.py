@@ -8,7 +8,8 @@ goes to stderr worded for a person at a shell (the model's wording points at mod
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Annotated
+import json
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +24,7 @@ from kernos.cli._common import (
     fail,
     write_stdout,
 )
+from kernos.cli._table import one_line, table
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -74,6 +76,23 @@ async def _send_and_close(kernel: OutputKernel, sending: Awaitable[OutputReceipt
         return await sending
 
 
+def receipt_record(receipt: OutputReceipt, error: str | None = None) -> dict[str, Any]:
+    """A receipt as the ``kernos send --json`` document (keys documented in the README)."""
+    return {
+        "channel": receipt.channel,
+        "text": receipt.text,
+        "code": receipt.code,
+        "error": error,
+        "all_sent": receipt.all_sent,
+        "sent": receipt.sent,
+        "total": receipt.total,
+        "items": [
+            {"index": o.index, "type": o.type, "status": o.status.value, "text": o.text}
+            for o in receipt.items
+        ],
+    }
+
+
 def register(app: typer.Typer) -> None:
     @app.command("send")
     def send_command(
@@ -93,6 +112,7 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--agent", "-a", help="Send as this agent (its allowed_outputs).")
         ] = "main",
         config: ConfigOption = None,
+        as_json: Annotated[bool, typer.Option("--json", help="The receipt as JSON.")] = False,
     ) -> None:
         """Send PAYLOAD... through CHANNEL as AGENT would; print the receipt."""
         from kernos.output import OutputKernel
@@ -119,20 +139,51 @@ def register(app: typer.Typer) -> None:
             )
         )
         if receipt.rejected:
-            raise fail(_rejection(receipt, agent), EXIT_USAGE)
-        write_stdout(receipt.text)
+            reason = _rejection(receipt, agent)
+            if as_json:
+                write_stdout(json.dumps(receipt_record(receipt, reason), ensure_ascii=False))
+            raise fail(reason, EXIT_USAGE)
+        if as_json:
+            write_stdout(json.dumps(receipt_record(receipt), ensure_ascii=False))
+        else:
+            write_stdout(receipt.text)
         raise typer.Exit(EXIT_OK if receipt.all_sent else EXIT_FAILED)
 
     @app.command("channels")
-    def channels_command(config: ConfigOption = None) -> None:
-        """List the configured output channels: name, kind and description."""
-        from kernos.output import OutputKernel, channel_line
+    def channels_command(
+        config: ConfigOption = None,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    ) -> None:
+        """List the configured output channels: name, kind, types and description."""
+        from kernos.output import OutputKernel
         from kernos.runtime import load_config
 
         with config_errors():
             kernel = OutputKernel.from_config(load_config(config), hooks=())
-        if not kernel.channels:
+        rows: list[dict[str, Any]] = [
+            {
+                "name": c.name,
+                "kind": c.kind,
+                "types": list(c.types),
+                "description": c.description.strip(),
+            }
+            for c in kernel.channels.values()
+        ]
+        if as_json:
+            write_stdout(json.dumps({"channels": rows}, ensure_ascii=False))
+            raise typer.Exit(EXIT_OK)
+        if not rows:
             err.print("no channels configured; add a [channels.NAME] table to kernos.toml")
             raise typer.Exit(EXIT_OK)
-        write_stdout("\n".join(channel_line(c) for c in kernel.channels.values()))
+        header = ("NAME", "KIND", "TYPES", "DESCRIPTION")
+        body = [
+            (
+                c.name,
+                c.kind or "-",
+                ", ".join(c.types) or "-",
+                one_line(c.description, 80),
+            )
+            for c in kernel.channels.values()
+        ]
+        write_stdout(table(header, body))
         raise typer.Exit(EXIT_OK)

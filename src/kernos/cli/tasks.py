@@ -1,12 +1,17 @@
-"""``kernos tasks list | show ID | output ID [--tail N] | cancel ID``: the task store from the
-command line. Every command first marks the tasks of dead processes ``lost``."""
+"""``kernos tasks list | show ID | output ID [--tail N] [--follow] | cancel ID``: the task store
+from the command line. Every command first marks the tasks of dead processes ``lost``.
+
+``--json`` prints one JSON document on stdout with the keys documented in the README ("Scriptable
+output"); the human form is a table with a header row and times as ages.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,11 +24,29 @@ from kernos.cli._common import (
     open_runtime,
     write_stdout,
 )
+from kernos.cli._table import age, one_line, table
 
 if TYPE_CHECKING:
     from kernos.tasks import TaskStore
 
 TaskId = Annotated[str, typer.Argument(help="A task id (t_…).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
+
+#: SQLite's largest integer: the most ``--limit`` can mean.
+_MAX_LIMIT = 2**63 - 1
+
+#: the statuses a task does not leave by itself (spec/tasks.md §5): ``--follow`` stops there
+_ACTIVE = frozenset({"pending", "running"})
+
+#: how often ``--follow`` reads the store again, in seconds
+FOLLOW_POLL = 0.2
+
+#: the keys of a task in ``--json`` output, in this order
+TASK_KEYS = (
+    "id", "status", "residency", "run_epoch", "target_kind", "target", "model", "name", "label",
+    "parent_session", "child_session", "depth", "background", "owner_pid", "error",
+    "created_at", "started_at", "finished_at", "updated_at",
+)  # fmt: skip
 
 
 @contextmanager
@@ -40,16 +63,56 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
         runtime.close()
 
 
-#: SQLite's largest integer: the most ``--limit`` can mean.
-_MAX_LIMIT = 2**63 - 1
-
-
 def _unknown(task_id: str) -> typer.Exit:
     return fail(f"no task {task_id} in the store; see `kernos tasks list`", EXIT_USAGE)
 
 
-def _when(stamp: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+def task_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A task row as its ``--json`` object: the documented keys only, booleans as booleans."""
+    record = {key: row.get(key) for key in TASK_KEYS}
+    record["background"] = bool(record["background"])
+    return record
+
+
+def _event_record(event: dict[str, Any]) -> dict[str, Any]:
+    from kernos.tasks import render_event
+
+    return {
+        "seq": event["seq"],
+        "type": event["type"],
+        "at": event["created_at"],
+        "text": render_event(event["type"], event["payload"]),
+        "payload": event["payload"],
+    }
+
+
+def _dump(document: dict[str, Any]) -> None:
+    write_stdout(json.dumps(document, ensure_ascii=False, default=str))
+
+
+def _follow(store: TaskStore, task_id: str, tail: int | None) -> None:
+    """Print the transcript, then each new line as it is written, until the task is final."""
+    from kernos.tasks import render_event
+
+    seen = 0
+    first = True
+    while True:
+        store.reconcile()  # a dead owner's task ends ``lost`` instead of being followed forever
+        row = store.get(task_id)
+        events = [e for e in store.events(task_id) if e["seq"] > seen]
+        lines = [
+            line for e in events for line in render_event(e["type"], e["payload"]).splitlines()
+        ]
+        if first and tail:
+            lines = lines[-tail:]
+        first = False
+        if events:
+            seen = events[-1]["seq"]
+        if lines:
+            write_stdout("\n".join(lines))
+        if row is None or row["status"] not in _ACTIVE:
+            return
+        time.sleep(FOLLOW_POLL)
 
 
 def register(app: typer.Typer) -> None:
@@ -59,31 +122,40 @@ def register(app: typer.Typer) -> None:
     def list_command(
         config: ConfigOption = None,
         limit: Annotated[int, typer.Option("--limit", "-n", help="How many, newest first.")] = 50,
+        as_json: JsonOption = False,
     ) -> None:
-        """One line per task: id, status, residency, run epoch, target, label."""
+        """One line per task: id, status, residency, epoch, target, name, label, age."""
         if not 1 <= limit <= _MAX_LIMIT:
             raise fail(f"--limit must be between 1 and {_MAX_LIMIT}; got {limit}")
         with _store(config) as store:
             rows = store.recent(limit)
-            lines = [
-                "\t".join(
-                    [
-                        row["id"],
-                        row["status"],
-                        row["residency"],
-                        f"epoch {row['run_epoch']}",
-                        f"{row['target_kind']}:{row['target']}",
-                        row["name"] or "-",
-                        row["label"],
-                        _when(row["created_at"]),
-                    ]
-                )
-                for row in rows
-            ]
-            write_stdout("\n".join(lines) if lines else "(no tasks)")
+        if as_json:
+            _dump({"tasks": [task_record(row) for row in rows]})
+            return
+        if not rows:
+            write_stdout("(no tasks)")
+            return
+        now = time.time()
+        header = ("ID", "STATUS", "RESIDENCY", "EPOCH", "TARGET", "NAME", "LABEL", "CREATED")
+        body = [
+            (
+                row["id"],
+                row["status"],
+                row["residency"],
+                str(row["run_epoch"]),
+                f"{row['target_kind']}:{row['target']}",
+                one_line(row["name"], 30),
+                one_line(row["label"], 40),
+                age(row["created_at"], now),
+            )
+            for row in rows
+        ]
+        write_stdout(table(header, body))
 
     @group.command("show")
-    def show_command(task_id: TaskId, config: ConfigOption = None) -> None:
+    def show_command(
+        task_id: TaskId, config: ConfigOption = None, as_json: JsonOption = False
+    ) -> None:
         """The task's record, its final text and its state changes."""
         from kernos.tasks import render_event, render_output
 
@@ -94,24 +166,62 @@ def register(app: typer.Typer) -> None:
             changes = [
                 e for e in store.events(task_id) if e["type"] in ("status", "revived", "residency")
             ]
-            history = [
-                f"  {_when(e['created_at'])} {render_event(e['type'], e['payload'])}"
-                for e in changes
-            ]
-            write_stdout("\n".join([render_output(row, [], "status", 0), "history:", *history]))
+        if as_json:
+            record = {**task_record(row), "final_text": row["final_text"]}
+            _dump({"task": record, "history": [_event_record(e) for e in changes]})
+            return
+        now = time.time()
+        history = [
+            f"  {age(e['created_at'], now)} {render_event(e['type'], e['payload'])}"
+            for e in changes
+        ]
+        write_stdout("\n".join([render_output(row, [], "status", 0), "history:", *history]))
 
     @group.command("output")
     def output_command(
         task_id: TaskId,
         config: ConfigOption = None,
         tail: Annotated[int | None, typer.Option("--tail", help="Only the last N lines.")] = None,
+        follow: Annotated[
+            bool,
+            typer.Option("--follow", "-f", help="Keep printing new lines until the task ends."),
+        ] = False,
+        as_json: JsonOption = False,
     ) -> None:
-        """The task's transcript (all of it, or the last N lines)."""
+        """The task's transcript (all of it, or the last N lines); ``--follow`` streams it."""
+        if tail is not None and tail < 1:
+            raise fail(f"--tail must be 1 or more; got {tail}")
+        if follow and as_json:
+            raise fail(
+                "--follow streams text lines; drop --json, or drop --follow for one document"
+            )
         with _store(config) as store:
-            if store.get(task_id) is None:
+            row = store.get(task_id)
+            if row is None:
                 raise _unknown(task_id)
-            lines = store.transcript(task_id)
-            write_stdout("\n".join(lines[-tail:] if tail else lines))
+            if follow:
+                try:
+                    _follow(store, task_id, tail)
+                except KeyboardInterrupt:
+                    raise typer.Exit(130) from None
+                return
+            events = store.events(task_id)
+        if as_json:
+            records = [_event_record(e) for e in events]
+            _dump(
+                {
+                    "id": task_id,
+                    "status": row["status"],
+                    "events": records[-tail:] if tail else records,
+                }
+            )
+            return
+        from kernos.tasks import render_event
+
+        lines = [
+            line for e in events for line in render_event(e["type"], e["payload"]).splitlines()
+        ]
+        write_stdout("\n".join(lines[-tail:] if tail else lines))
 
     @group.command("cancel")
     def cancel_command(task_id: TaskId, config: ConfigOption = None) -> None:

@@ -28,6 +28,7 @@ if typing.TYPE_CHECKING:
         kernos_home,
         load_config,
         parse_agent_file,
+        project_root,
     )
     from kernos.runtime._models import pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
@@ -102,6 +103,7 @@ __all__ = [
     "parse_agent_file",
     "path_problem",
     "pick_model_name",
+    "project_root",
     "redact",
     "register_env_secrets",
     "register_secrets",
@@ -160,6 +162,7 @@ _EXPORTS = {
     "parse_agent_file": "_config",
     "path_problem": "_workspace",
     "pick_model_name": "_models",
+    "project_root": "_config",
     "redact": "_store",
     "register_env_secrets": "_secrets",
     "register_secrets": "_secrets",

@@ -155,6 +155,8 @@ class Config(_Strict):
     #: what relative paths in the config are read against: the config file's directory
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
     home: Path = Field(default=Path(".kernos"), exclude=True)
+    #: model aliases whose ``${ENV}`` references are unset: the error, raised only when used
+    alias_problems: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @field_validator("mcp")
     @classmethod
@@ -211,6 +213,40 @@ def _expand_env(value: Any, file: Path | None, key: str) -> Any:
     return value
 
 
+def _strip_env(value: Any) -> Any:
+    if isinstance(value, str):
+        return _ENV_REF.sub("", value)
+    if isinstance(value, dict):
+        return {k: _strip_env(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip_env(v) for v in value]
+    return value
+
+
+def _expand_env_lazily(
+    data: dict[str, Any], file: Path | None
+) -> tuple[dict[str, Any], dict[str, ConfigError]]:
+    """Expand ``${ENV}`` everywhere; a ``[models.NAME]`` table whose variable is unset is kept
+    with the reference blanked and its error returned, so only a command using that model fails.
+
+    Raises:
+        ConfigError: an unset variable outside ``[models.*]``.
+    """
+    models = data.get("models")
+    rest = _expand_env({k: v for k, v in data.items() if k != "models"}, file, "")
+    if not isinstance(models, dict):
+        return ({**rest, "models": models} if "models" in data else rest), {}
+    problems: dict[str, ConfigError] = {}
+    expanded: dict[str, Any] = {}
+    for alias, table in models.items():
+        try:
+            expanded[alias] = _expand_env(table, file, f"models.{alias}")
+        except ConfigError as exc:
+            problems[alias] = exc
+            expanded[alias] = _strip_env(table)
+    return {**rest, "models": expanded}, problems
+
+
 _URL_KEYS = ("url", "urls", "base_url")
 
 
@@ -232,12 +268,28 @@ def register_config_urls(data: Any) -> None:
                 register_url_secrets(*(v for v in values if isinstance(v, str)))
 
 
+def project_root(cwd: Path | None = None) -> Path:
+    """The project a command works in: the nearest of the working directory and its parents that
+    holds a ``.kernos`` or a ``kernos.toml`` (found like ``.git``), else the working directory.
+
+    The state directory (unless ``KERNOS_HOME`` is set) and the default ``kernos.toml`` are both
+    read from there, so a subdirectory of a project sees the project's tasks and config.
+    """
+    start = (cwd or Path.cwd()).absolute()
+    for where in (start, *start.parents):
+        if (where / ".kernos").exists() or (where / "kernos.toml").is_file():
+            return where
+    return start
+
+
 def kernos_home(cwd: Path | None = None) -> Path:
-    """Where state lives: ``$KERNOS_HOME``, else ``.kernos`` in the working directory."""
+    """Where state lives: ``$KERNOS_HOME``, else ``.kernos`` in the project root (the nearest
+    directory up from the working directory that has one or a ``kernos.toml``; else the working
+    directory, where it is created)."""
     env = os.environ.get("KERNOS_HOME")
     if env:
         return Path(env).expanduser().resolve()
-    return ((cwd or Path.cwd()) / ".kernos").resolve()
+    return (project_root(cwd) / ".kernos").resolve()
 
 
 def _raise_validation(file: Path | None, prefix: str, error: ValidationError) -> None:
@@ -333,14 +385,15 @@ def _claude_code_model(config: Config, name: str, agent: AgentConfig, file: Path
 
 
 def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> Config:
-    """Load ``kernos.toml`` (``path``, else the working directory's; absent → defaults).
+    """Load ``kernos.toml`` (``path``, else the project root's — see :func:`project_root`;
+    absent → defaults).
 
     Raises:
         ConfigError: unreadable TOML, an unknown key, a bad value or a missing ``${ENV}``.
     """
     cwd = cwd or Path.cwd()
     explicit = path is not None
-    file = Path(path) if path is not None else cwd / "kernos.toml"
+    file = Path(path) if path is not None else project_root(cwd) / "kernos.toml"
     data: dict[str, Any] = {}
     if file.exists():
         try:
@@ -351,7 +404,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
             ) from None
     elif explicit:
         raise ConfigError(file, "(file)", "does not exist", "pass an existing file to --config")
-    data = _expand_env(data, file, "")
+    data, alias_problems = _expand_env_lazily(data, file)
     register_config_urls(data)
     try:
         config = Config.model_validate(data)
@@ -359,6 +412,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         _raise_validation(file, "", exc)
         raise  # pragma: no cover
     config.path = file if file.exists() else None
+    config.alias_problems = alias_problems
     config.base_dir = file.parent.absolute()
     config.home = kernos_home(cwd)
     agents_dir = config.home / "agents"

@@ -72,6 +72,8 @@ def resolve_model(name: str, config: Config) -> Model:
     """
     register_env_secrets()  # keys pydantic-ai's providers read themselves (GROQ_API_KEY, ...)
     alias = config.models.get(name)
+    if name in config.alias_problems:  # an unset ${ENV} of this alias fails only when it is used
+        raise config.alias_problems[name]
     if alias is not None:
         register_url_secrets(alias.base_url)
         key: str | None = None

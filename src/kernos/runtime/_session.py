@@ -36,7 +36,7 @@ pydantic_ai.BANNER_ENABLED = False
 @dataclass(frozen=True)
 class SessionEvent:
     """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
-    ``tool_result``, ``text`` or ``idle``."""
+    ``tool_result``, ``usage`` (the turn's model responses), ``text`` or ``idle``."""
 
     session_id: str
     agent: str
@@ -215,6 +215,9 @@ class Session:
         self._record(self.history[before:])
         if self.store is not None:
             await self.store.flushed()  # the turns are acknowledged before the prompt returns
+        self.emit(
+            "usage", responses=[m for m in self.history[before:] if isinstance(m, ModelResponse)]
+        )
         self.emit("text", text=final)
         return final
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from kernos.runtime._config import Config, ConfigError, kernos_home
+from kernos.runtime._config import Config, ConfigError, kernos_home, project_root
 
 #: ``[workspace] max_attachment_bytes`` when not set: 25 MB.
 DEFAULT_MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
@@ -122,7 +122,8 @@ class WorkspacePolicy:
         """The policy with no ``[workspace]`` table: the working directory is the root; its
         ``kernos.toml`` and the state directory are refused."""
         where = cwd or Path.cwd()
-        return cls((where,), (kernos_home(where), where / "kernos.toml"))
+        denied = (kernos_home(where), where / "kernos.toml", project_root(where) / "kernos.toml")
+        return cls((where,), tuple(dict.fromkeys(denied)))
 
     @classmethod
     def from_config(cls, config: Config) -> WorkspacePolicy:

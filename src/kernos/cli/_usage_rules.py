@@ -1,0 +1,121 @@
+"""Token usage: what one model response reported, sums by model / agent / task, the price. Pure
+apart from :func:`price`, which reads genai-prices' bundled data (no network).
+
+A usage row is ``{"session_id", "task_id", "agent", "model", "provider", "input_tokens",
+"output_tokens", "cached_tokens", "created_at"}``; ``task_id`` is ``None`` for a main session.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+GROUPS = ("model", "agent", "task")
+
+_SPAN = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str) -> float:
+    """``30m``, ``12h``, ``1d``, ``2w`` as seconds.
+
+    Raises:
+        ValueError: anything else, with the accepted forms in the message.
+    """
+    match = _SPAN.match(text)
+    if not match:
+        raise ValueError(
+            f"--since {text!r} is not a span; write a number and a unit: 30m, 12h, 1d or 2w"
+        )
+    return int(match[1]) * _SECONDS[match[2]]
+
+
+def response_usage(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """One entry per model response in ``messages`` (pydantic-ai ``ModelResponse`` objects):
+    model, provider and the token counts it reported."""
+    found = []
+    for message in messages:
+        usage = getattr(message, "usage", None)
+        if getattr(message, "kind", None) != "response" or usage is None:
+            continue
+        found.append(
+            {
+                "model": getattr(message, "model_name", None),
+                "provider": getattr(message, "provider_name", None),
+                "input_tokens": int(usage.input_tokens or 0),
+                "output_tokens": int(usage.output_tokens or 0),
+                "cached_tokens": int(getattr(usage, "cache_read_tokens", 0) or 0),
+            }
+        )
+    return found
+
+
+def price(model: str | None, provider: str | None, inp: int, out: int, cached: int) -> float | None:
+    """The price in USD from genai-prices' data, or None when the model is not known there."""
+    if not model:
+        return None
+    from genai_prices import Usage, calc_price
+
+    try:
+        done = calc_price(
+            Usage(input_tokens=inp, output_tokens=out, cache_read_tokens=cached),
+            model_ref=model,
+            provider_id=provider,
+        )
+    except (LookupError, ValueError):
+        return None
+    return float(done.total_price)
+
+
+def group_key(row: dict[str, Any], by: str) -> str:
+    if by == "model":
+        return row["model"] or "unknown"
+    if by == "agent":
+        return row["agent"] or "unknown"
+    return row["task_id"] or "(main sessions)"
+
+
+def aggregate(rows: Iterable[dict[str, Any]], by: str) -> list[dict[str, Any]]:
+    """Sum rows per ``by`` group (``model``, ``agent`` or ``task``), largest input first.
+
+    ``cost`` is the sum of each row's price (``row["cost"]``, None when unknown); a group with any
+    unknown price has cost None (a partial sum would look complete).
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = group_key(row, by)
+        into = groups.setdefault(
+            key,
+            {by: key, "requests": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
+             "cost": 0.0},
+        )  # fmt: skip
+        into["requests"] += 1
+        for field in ("input_tokens", "output_tokens", "cached_tokens"):
+            into[field] += row[field]
+        if into["cost"] is not None:
+            into["cost"] = None if row.get("cost") is None else into["cost"] + row["cost"]
+    return sorted(groups.values(), key=lambda g: (-g["input_tokens"], g[by]))
+
+
+def total(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Every row summed: requests, tokens, cost (None if any price is unknown)."""
+    (only,) = aggregate(({**r, "agent": "all"} for r in rows), "agent") or [
+        {"agent": "all", "requests": 0, "input_tokens": 0, "output_tokens": 0,
+         "cached_tokens": 0, "cost": 0.0}
+    ]  # fmt: skip
+    only.pop("agent")
+    return only
+
+
+def cost_text(cost: float | None) -> str:
+    return "cost unknown" if cost is None else f"cost ${cost:.4f}"
+
+
+def summary_line(summed: dict[str, Any]) -> str:
+    """``tokens: 1,234 in / 567 out · cost unknown`` (cached shown when any was reported)."""
+    cached = f" ({summed['cached_tokens']:,} cached)" if summed["cached_tokens"] else ""
+    return (
+        f"tokens: {summed['input_tokens']:,} in{cached} / {summed['output_tokens']:,} out · "
+        f"{cost_text(summed['cost'])}"
+    )

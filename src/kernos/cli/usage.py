@@ -1,0 +1,58 @@
+"""``kernos usage [--since 1d] [--by model|agent|task] [--json]``: tokens and cost."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+
+from kernos.cli._common import ConfigOption, config_errors, fail, open_runtime, write_stdout
+from kernos.cli._table import count, table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("usage")
+    def usage_command(
+        since: Annotated[
+            str | None, typer.Option("--since", help="Only the last span: 30m, 12h, 1d, 2w.")
+        ] = None,
+        by: Annotated[str, typer.Option("--by", help="Group by model, agent or task.")] = "model",
+        config: ConfigOption = None,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    ) -> None:
+        """Tokens (input, output, cached) and cost of every model request, grouped."""
+        from kernos.cli._usage_rules import GROUPS, aggregate, cost_text, parse_since, total
+        from kernos.cli._usage_store import usage_rows
+
+        if by not in GROUPS:
+            raise fail(f"--by {by!r} is not a grouping; use one of: {', '.join(GROUPS)}")
+        try:
+            start = time.time() - parse_since(since) if since else None
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        runtime = open_runtime(config, store=True)
+        try:
+            with config_errors():
+                rows = usage_rows(runtime.store, start)
+        finally:
+            runtime.close()
+        groups, summed = aggregate(rows, by), total(rows)
+        if as_json:
+            document = {"by": by, "since": start, "groups": groups, "total": summed}
+            write_stdout(json.dumps(document, ensure_ascii=False))
+            return
+        header = (by.upper(), "REQUESTS", "INPUT", "OUTPUT", "CACHED", "COST")
+        body = [
+            (
+                g[by],
+                count(g["requests"]),
+                count(g["input_tokens"]),
+                count(g["output_tokens"]),
+                count(g["cached_tokens"]),
+                cost_text(g["cost"]).removeprefix("cost "),
+            )
+            for g in [*groups, {**summed, by: "total"}]
+        ]
+        write_stdout(table(header, body))

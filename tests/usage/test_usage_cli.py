@@ -1,0 +1,105 @@
+"""Usage (issue 12): every model response of a run, children included, is stored; ``kernos run``
+prints the run's total on stderr; ``kernos usage`` sums by model, agent or task."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernos.cli._usage_rules import aggregate, parse_since, summary_line, total
+from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests.conftest import KERNOS
+
+CONFIG = """
+default_model = "openai-chat:{model}"
+
+[agents.main]
+instructions = "MAIN-AGENT: you coordinate."
+
+[agents.explore]
+description = "Read-only research"
+instructions = "EXPLORE-AGENT: you research."
+"""
+SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+         "run_in_background": False}  # fmt: skip
+
+
+def is_child(request: dict[str, object]) -> bool:
+    return "EXPLORE-AGENT" in json.dumps(request.get("messages"))
+
+
+def is_parent(request: dict[str, object]) -> bool:
+    return not is_child(request)
+
+
+def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+    return subprocess.run(
+        [KERNOS, *args], cwd=project, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def run_with_a_child(project: Path, server: FakeOpenAIServer, model: str) -> str:
+    (project / "kernos.toml").write_text(CONFIG.format(model=model), encoding="utf-8")
+    server.script(
+        tool_call("task", SPAWN, when=is_parent),
+        text("The survey found 3 modules.", when=is_child),
+        text("Survey: 3 modules.", when=is_parent),
+    )
+    run = kernos(project, server, "run", "survey it")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "Survey: 3 modules.\n"
+    return run.stderr
+
+
+def test_run_total_and_usage_by_agent_and_task(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    stderr = run_with_a_child(tmp_path, server, "test")
+    document = json.loads(kernos(tmp_path, server, "usage", "--by", "agent", "--json").stdout)
+    groups = {g["agent"]: g for g in document["groups"]}
+    assert sorted(groups) == ["explore", "main"]
+    assert (groups["main"]["requests"], groups["explore"]["requests"]) == (2, 1)
+    assert all(g["input_tokens"] > 0 and g["output_tokens"] > 0 for g in groups.values())
+    summed = document["total"]
+    assert summed["requests"] == 3 and summed["cost"] is None  # "test" has no price
+    assert stderr.splitlines()[-1] == (
+        f"tokens: {summed['input_tokens']:,} in / {summed['output_tokens']:,} out · cost unknown"
+    )
+    by_task = json.loads(kernos(tmp_path, server, "usage", "--by", "task", "--json").stdout)
+    keys = sorted(g["task"] for g in by_task["groups"])
+    assert keys[0] == "(main sessions)" and keys[1].startswith("t_")
+    human = kernos(tmp_path, server, "usage").stdout.splitlines()
+    assert human[0].split() == ["MODEL", "REQUESTS", "INPUT", "OUTPUT", "CACHED", "COST"]
+    assert human[-1].split()[:2] == ["total", "3"] and human[-1].endswith("unknown")
+    recent = json.loads(kernos(tmp_path, server, "usage", "--since", "1h", "--json").stdout)
+    assert recent["total"]["requests"] == 3
+    bad = kernos(tmp_path, server, "usage", "--since", "yesterday")
+    assert bad.returncode == 2 and "30m, 12h, 1d or 2w" in bad.stderr
+
+
+def test_a_known_model_is_priced(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    stderr = run_with_a_child(tmp_path, server, "gpt-4o")
+    assert "cost $" in stderr.splitlines()[-1], stderr
+    document = json.loads(kernos(tmp_path, server, "usage", "--json").stdout)
+    assert document["total"]["cost"] > 0
+
+
+def test_aggregation_rules() -> None:
+    rows = [
+        {"task_id": None, "agent": "main", "model": "m1", "input_tokens": 10,
+         "output_tokens": 2, "cached_tokens": 0, "cost": 0.5},
+        {"task_id": "t_1", "agent": "explore", "model": "m1", "input_tokens": 5,
+         "output_tokens": 1, "cached_tokens": 3, "cost": None},
+    ]  # fmt: skip
+    (m1,) = aggregate(rows, "model")
+    assert (m1["requests"], m1["input_tokens"], m1["cached_tokens"], m1["cost"]) == (2, 15, 3, None)
+    assert [g["agent"] for g in aggregate(rows, "agent")] == ["main", "explore"]
+    assert aggregate(rows[:1], "task")[0]["cost"] == 0.5
+    assert summary_line(total(rows)) == "tokens: 15 in (3 cached) / 3 out · cost unknown"
+    assert summary_line(total([])) == "tokens: 0 in / 0 out · cost $0.0000"
+    assert parse_since("1d") == 86400 and parse_since(" 30m ") == 1800
+    with pytest.raises(ValueError, match="30m, 12h"):
+        parse_since("1 day")
