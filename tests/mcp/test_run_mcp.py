@@ -286,3 +286,12 @@ def test_no_server_process_is_left_when_kernos_is_signalled_mid_run(
         release.set()
         if process.poll() is None:
             process.kill()
+
+
+def test_kernos_tools_lists_each_servers_tools_with_its_source(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(TIME_CONFIG)
+    done = kernos("tools", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = {r["name"]: r for r in json.loads(done.stdout)["tools"]}
+    assert rows["time__get_current_time"]["source"] == "mcp:time"
+    assert "read_file" in rows  # the built-ins are still listed beside them

@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Annotated
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kernos.cli._common import EXIT_OK, ConfigOption, config_errors, err, write_stdout
+
+if TYPE_CHECKING:
+    from kernos.runtime import Config
+
+
+async def _mcp_rows(config: Config, agent: str) -> list[dict[str, str]]:
+    """The agent's MCP tools, one row each (``source`` is ``mcp:SERVER``); the servers are
+    started to read their lists and stopped again."""
+    from kernos.tools import McpAgentToolset
+
+    async with McpAgentToolset(config) as servers:
+        specs = await servers.tools(SimpleNamespace(agent=agent, tools={}))
+    rows = []
+    for spec in specs:
+        first = " ".join(spec.description.split()).split(". ", 1)[0].rstrip(".")
+        rows.append(
+            {
+                "name": spec.name,
+                "source": f"mcp:{spec.name.split('__', 1)[0]}",
+                "description": first if len(first) <= 100 else first[:97] + "...",
+            }
+        )
+    return rows
 
 
 def register(app: typer.Typer) -> None:
@@ -17,7 +42,8 @@ def register(app: typer.Typer) -> None:
         config: ConfigOption = None,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
-        """List the tools an agent gets (built-in, functions, plugins) with their source."""
+        """List the tools an agent gets (built-in, functions, plugins, MCP servers) with their
+        source; configured MCP servers are started to read their lists."""
         from kernos.runtime import load_config
         from kernos.tools import load_catalog
 
@@ -28,6 +54,9 @@ def register(app: typer.Typer) -> None:
         rows = [
             {"name": e.spec.name, "source": e.source, "description": e.summary} for e in entries
         ]
+        if loaded.mcp:
+            with config_errors():
+                rows += asyncio.run(_mcp_rows(loaded, agent))
         if as_json:
             write_stdout(json.dumps({"agent": agent, "tools": rows}, ensure_ascii=False))
         elif rows:
