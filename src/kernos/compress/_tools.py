@@ -6,12 +6,10 @@ unknown top-level fields, and protocol errors come back to the model as the tool
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from functools import cache
 from importlib import resources
-from types import TracebackType
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -26,6 +24,7 @@ from kernos.boundary import (
     is_padding_word,
 )
 from kernos.compress._protocol import CompressError, CompressProtocol
+from kernos.runtime import BaseToolset
 
 #: what a model writes into a loss it has nothing to say in
 _LOSS_PADDING = NULL_WORDS | {"n/a", "na", "-", "nothing"}
@@ -157,7 +156,7 @@ def compress_tools(protocol: CompressProtocol) -> list[ToolSpec[Any]]:
     ]
 
 
-class CompressToolset:
+class CompressToolset(BaseToolset):
     """One file's compress protocol as a toolset: ``rewrite`` and ``approve``."""
 
     name = "compress"
@@ -167,20 +166,3 @@ class CompressToolset:
 
     async def tools(self, session: Any) -> list[ToolSpec[Any]]:
         return compress_tools(self.protocol)
-
-    def outstanding(self) -> bool:
-        return False
-
-    async def wait_change(self) -> None:
-        await asyncio.Event().wait()
-
-    async def __aenter__(self) -> CompressToolset:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -15,6 +13,7 @@ from kernos.output._kernel import OutputKernel
 from kernos.output._parse import OutputArgumentError, parse_output_items
 from kernos.output._receipt import OutputReceipt, render_receipt
 from kernos.output._texts import param_descriptions, text
+from kernos.runtime import BaseToolset
 
 if TYPE_CHECKING:
     from kernos.runtime import Config
@@ -173,7 +172,7 @@ def output_tools(
     return tools
 
 
-class OutputToolset:
+class OutputToolset(BaseToolset):
     """Output channels as a toolset: ``output_send__<channel>``, ``output_help__<channel>`` and the
     list tool for the channels the session's agent may use.
 
@@ -202,25 +201,6 @@ class OutputToolset:
     async def tools(self, session: Any) -> list[ToolSpec[Any]]:
         return output_tools(self.kernel, getattr(session, "agent", "main"), inbound=self.inbound)
 
-    def outstanding(self) -> bool:
-        return False
-
-    async def wait_change(self) -> None:
-        await asyncio.Event().wait()
-
     async def aclose(self) -> None:
-        """Close the kernel's channels and their clients (when the kernel has a close hook)."""
-        close = getattr(self.kernel, "aclose", None)
-        if close is not None:
-            await close()
-
-    async def __aenter__(self) -> OutputToolset:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+        """Close the kernel's channels and their pooled clients."""
+        await self.kernel.aclose()

@@ -11,11 +11,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
-from kernos.runtime import ConfigError, Runtime, Session
+from kernos.runtime import BaseToolset, ConfigError, Runtime, Session
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
@@ -254,7 +253,7 @@ class TaskManager(TaskScheduler):
         return TaskToolset(self.runtime, manager=self, session=session)
 
 
-class TaskToolset:
+class TaskToolset(BaseToolset):
     """Sub-agent tasks as a toolset: ``task``, ``task_send``, ``task_output``, ``task_cancel``.
 
     Bound to the first session it gives tools to; ``outstanding`` is that session's children.
@@ -300,14 +299,3 @@ class TaskToolset:
 
     async def aclose(self, *, wait: bool | None = None) -> None:
         await self.manager.aclose(wait=self.wait if wait is None else wait)
-
-    async def __aenter__(self) -> TaskToolset:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
