@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernos.cli._usage_rules import aggregate, parse_since, summary_line, total
+from kernos.runtime._usage import aggregate, parse_since, summary_line, total
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests.conftest import KERNOS
 

@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
         runtime = open_runtime(config, model, record, store=True)
-        from kernos.cli._usage_store import UsageRecorder
+        from kernos.runtime._usage_store import UsageRecorder
 
         with config_errors():
             usage = UsageRecorder(runtime.store)
@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         finally:
             runtime.close()
         if not quiet:  # the run went to its end (an error answer included): its total
-            from kernos.cli._usage_rules import summary_line, total
+            from kernos.runtime._usage import summary_line, total
 
             err.print(summary_line(total(usage.priced())), markup=False)
         if outcome.text:

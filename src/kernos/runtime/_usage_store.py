@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from kernos.cli._usage_rules import price, response_usage
+from kernos.runtime._usage import price, response_usage
 
 if TYPE_CHECKING:
     from kernos.runtime import SessionEvent, Store
