@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
         runtime = open_runtime(config, model, record, store=True)
-        from kernos.runtime._usage_store import UsageRecorder
+        from kernos.cli._usage_store import UsageRecorder
 
         with config_errors():
             usage = UsageRecorder(runtime.store)

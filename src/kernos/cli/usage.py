@@ -23,8 +23,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
         """Tokens (input, output, cached) and cost of every model request, grouped."""
+        from kernos.cli._usage_store import usage_rows
         from kernos.runtime._usage import GROUPS, aggregate, cost_text, parse_since, total
-        from kernos.runtime._usage_store import usage_rows
 
         if by not in GROUPS:
             raise fail(f"--by {by!r} is not a grouping; use one of: {', '.join(GROUPS)}")
