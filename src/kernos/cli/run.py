@@ -90,23 +90,23 @@ def register(app: typer.Typer) -> None:
         from kernos.runtime._trace import span
 
         try:
-            with config_errors():
+            with config_errors(), span("kernos.run", agent=agent, model=model) as traced:
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
-                with span("kernos.run", agent=agent, model=runtime.model_name(agent)) as traced:
-                    outcome = asyncio.run(
-                        run_until_signal(
-                            run_agent(
-                                runtime,
-                                prompt,
-                                agent=agent,
-                                wait=not no_wait,
-                                on_event=on_event,
-                            ),
-                            on_signal=_say_interrupted,
-                        )
+                traced.set(model=runtime.model_name(agent))
+                outcome = asyncio.run(
+                    run_until_signal(
+                        run_agent(
+                            runtime,
+                            prompt,
+                            agent=agent,
+                            wait=not no_wait,
+                            on_event=on_event,
+                        ),
+                        on_signal=_say_interrupted,
                     )
-                    traced.set(session_id=outcome.session_id, error=outcome.error)
+                )
+                traced.set(session_id=outcome.session_id, error=outcome.error)
         except Interrupted as exc:
             raise typer.Exit(exc.exit_code) from None
         finally:
