@@ -87,10 +87,13 @@ def register(app: typer.Typer) -> None:
             if not quiet:
                 activity(event)
 
+        from kernos.runtime._trace import span
+
         try:
-            with config_errors():
+            with config_errors(), span("kernos.run", agent=agent, model=model) as traced:
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
+                traced.set(model=runtime.model_name(agent))
                 outcome = asyncio.run(
                     run_until_signal(
                         run_agent(
@@ -103,6 +106,7 @@ def register(app: typer.Typer) -> None:
                         on_signal=_say_interrupted,
                     )
                 )
+                traced.set(session_id=outcome.session_id, error=outcome.error)
         except Interrupted as exc:
             raise typer.Exit(exc.exit_code) from None
         finally:

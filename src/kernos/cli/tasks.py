@@ -1,5 +1,5 @@
-"""``kernos tasks list | show ID | output ID [--tail N] [--follow] | cancel ID``: the task store
-from the command line. Every command first marks the tasks of dead processes ``lost``.
+"""``kernos tasks list | show ID | output ID [--tail N] [--follow] | cancel ID | watch``: the task
+store from the command line. Every command first marks the tasks of dead processes ``lost``.
 
 ``--json`` prints one JSON document on stdout with the keys documented in the README ("Scriptable
 output"); the human form is a table with a header row and times as ages.
@@ -233,5 +233,28 @@ def register(app: typer.Typer) -> None:
             if not changed:
                 raise fail(message, EXIT_FAILED)
             write_stdout(message)
+
+    @group.command("watch")
+    def watch_command(
+        config: ConfigOption = None,
+        once: Annotated[
+            bool, typer.Option("--once", help="Print one snapshot and exit (for scripts).")
+        ] = False,
+        limit: Annotated[
+            int, typer.Option("--limit", "-n", help="How many tasks, newest first.")
+        ] = 100,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Each snapshot as one JSON document per line.")
+        ] = False,
+    ) -> None:
+        """A live view of the tasks (↑/↓ select, t transcript, c cancel, q quit); a refreshing
+        table when stdout is not a terminal."""
+        if not 1 <= limit <= _MAX_LIMIT:
+            raise fail(f"--limit must be between 1 and {_MAX_LIMIT}; got {limit}")
+        from kernos.cli._watch import watch
+
+        with _store(config) as store:
+            code = watch(store, once=once, as_json=as_json, limit=limit, write=write_stdout)
+        raise typer.Exit(code)
 
     app.add_typer(group, name="tasks")

@@ -27,6 +27,7 @@ from kernos.runtime._clean import clean_model
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
+from kernos.runtime._trace import span
 
 # pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
 # in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
@@ -157,7 +158,7 @@ class Session:
 
         Returns the last assistant text.
         """
-        async with self._lock:
+        async with self._lock, span("kernos.prompt", session_id=self.session_id, agent=self.agent):
             self._running = asyncio.current_task()
             try:
                 final = await self._run_once(text)

@@ -31,6 +31,7 @@ from kernos.boundary import (
     decode_arguments,
 )
 from kernos.runtime._secrets import scrub_result
+from kernos.runtime._trace import span
 
 if TYPE_CHECKING:
     from kernos.runtime._session import Session
@@ -93,19 +94,24 @@ class KernosToolset(AbstractToolset[Any]):
         except ToolError:  # call_tool answers it with the code; the event shows what was sent
             args, shown = raw, raw if isinstance(raw, str) else "(arguments nested too deeply)"
         self._session.emit("tool_call", name=name, args=shown)
-        result = await call_tool(
-            spec,
-            args,
-            ToolContext(
-                agent=self._session.agent,
-                session_id=self._session.session_id,
-                tool_call_id=ctx.tool_call_id,
-                extras={"session": self._session},
-                session=self._session,
-                workspace=getattr(self._session, "workspace", None),
-                store=self._session.store,
-            ),
-        )
+        with span(
+            "kernos.tool_call", tool=name, call_id=ctx.tool_call_id,
+            session_id=self._session.session_id, agent=self._session.agent,
+        ) as traced:  # fmt: skip
+            result = await call_tool(
+                spec,
+                args,
+                ToolContext(
+                    agent=self._session.agent,
+                    session_id=self._session.session_id,
+                    tool_call_id=ctx.tool_call_id,
+                    extras={"session": self._session},
+                    session=self._session,
+                    workspace=getattr(self._session, "workspace", None),
+                    store=self._session.store,
+                ),
+            )
+            traced.set(is_error=result.is_error, code=result.code, stage=result.stage)
         if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too
             result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernos.runtime import Runtime, Session, SessionEvent, scrub_text
+from kernos.runtime._trace import span
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
@@ -165,6 +166,17 @@ class TaskScheduler:
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
 
     async def _run(
+        self, record: TaskRecord, text: str, queued: asyncio.Future[None] | None
+    ) -> None:
+        # linked to the span current at _start: the tool call that spawned or revived the child
+        with span(
+            "kernos.task", link=True, task_id=record.id, epoch=record.run_epoch,
+            parent_session=record.parent.session_id, model=record.model_name,
+        ) as traced:  # fmt: skip
+            await self._run_child(record, text, queued)
+            traced.set(status=str(record.status), error=record.error)
+
+    async def _run_child(
         self, record: TaskRecord, text: str, queued: asyncio.Future[None] | None
     ) -> None:
         slots = self._slots_for(record.model_name)
