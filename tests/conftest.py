@@ -98,3 +98,14 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
     url = create_database(postgres_url)
     yield url
     drop_database(postgres_url, url)
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What to open a :class:`kernos.runtime.Store` on, once per database kernos supports: a
+    SQLite file path, or the URL of an empty PostgreSQL database of this test's own."""
+    if request.param == "sqlite":
+        return str(tmp_path / "kernos.db")
+    return str(request.getfixturevalue("fresh_postgres_url"))
