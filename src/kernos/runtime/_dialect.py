@@ -169,6 +169,11 @@ class SqliteDialect:
     def begin(self, conn: Any) -> None:
         conn.execute("BEGIN IMMEDIATE")
 
+    def rollback(self, conn: Any) -> None:
+        """End the open transaction, if there is one (a BEGIN that failed opened none)."""
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
     def lastrowid(self, cursor: Any) -> int:
         return int(cursor.lastrowid or 0)
 
@@ -254,6 +259,11 @@ def _pg_type(match: re.Match[str]) -> str:
     return "BIGINT" if word == "INTEGER" else "DOUBLE PRECISION"
 
 
+def _pg_ddl(sql: str) -> str:
+    """A migration's SQLite column types as their PostgreSQL equivalents."""
+    return _PG_TYPES.sub(_pg_type, sql)
+
+
 @functools.lru_cache(maxsize=512)
 def _pg_sql(sql: str) -> str:
     """``?`` placeholders as psycopg's ``%s``, ``%`` doubled; quoted text is left alone
@@ -318,7 +328,7 @@ class PostgresDialect:
         return _pg_sql(sql)
 
     def ddl(self, sql: str) -> str:
-        return _PG_TYPES.sub(_pg_type, sql)
+        return _pg_ddl(sql)
 
     def params(self, params: Sequence[Any]) -> tuple[Any, ...]:
         # a Python bool would be sent as a boolean, which an INTEGER column refuses
@@ -327,6 +337,12 @@ class PostgresDialect:
     def begin(self, conn: Any) -> None:
         conn.execute("BEGIN")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_KEY,))
+
+    def rollback(self, conn: Any) -> None:
+        """End the open transaction, if there is one and the connection still works."""
+        idle = self.psycopg.pq.TransactionStatus.IDLE
+        if not self.broken(conn) and conn.info.transaction_status != idle:
+            conn.execute("ROLLBACK")
 
     def lastrowid(self, cursor: Any) -> int:
         return 0  # PostgreSQL has no rowid; nothing in kernos reads it

@@ -395,12 +395,11 @@ class Store:
         lock. The executor it yields takes the store's ``?`` SQL."""
         with self._lock:
             conn = self._connection()
-            self._dialect.begin(conn)
             try:
+                self._dialect.begin(conn)  # may fail half-way on PostgreSQL (the lock timed out)
                 yield _Executor(conn, self._dialect)
             except BaseException:
-                if not self._dialect.broken(conn):
-                    conn.execute("ROLLBACK")
+                self._dialect.rollback(conn)
                 raise
             conn.execute("COMMIT")
 
