@@ -357,13 +357,14 @@ class PostgresDialect:
         """Run ``writes`` in the open transaction; returns ``(sql, error)`` for each one dropped.
 
         A failing statement aborts a PostgreSQL transaction, so the common case runs the batch
-        under one savepoint; only when a statement fails is the batch redone from that savepoint
-        with one savepoint per statement, dropping just the statements that fail.
+        under one savepoint, pipelined; only when a statement fails is the batch redone from
+        that savepoint with one savepoint per statement, dropping just the statements that fail.
         """
         conn.execute("SAVEPOINT kernos_batch")
         try:
-            for sql, params in writes:
-                _execute_clean(conn, self.sql(sql), params, self.params, nul=True)
+            with conn.pipeline():  # one round trip for the batch, not one per statement
+                for sql, params in writes:
+                    _execute_clean(conn, self.sql(sql), params, self.params, nul=True)
         except self.write_errors:
             conn.execute("ROLLBACK TO SAVEPOINT kernos_batch")
         else:
