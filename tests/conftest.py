@@ -21,7 +21,13 @@ KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-d
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the developer's state or model settings."""
     monkeypatch.setenv("KERNOS_HOME", str(tmp_path / ".kernos"))
-    for name in ("KERNOS_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for name in (
+        "KERNOS_MODEL",
+        "KERNOS_STORE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "no-tiktoken-cache"))
 
