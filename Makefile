@@ -29,7 +29,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP) inspector
-	$(BIN)/pytest
+	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest
 
 ## the MCP Inspector CLI (npm) that tests/serve drives against `kernos mcp`; skipped without npm
 INSPECTOR := $(VENV)/npm/node_modules/.bin/mcp-inspector

@@ -12,6 +12,8 @@ import pytest
 from kernos.runtime import forget_secrets
 from kernos.testing import FakeOpenAIServer
 
+from ._postgres import PostgresServer, create_database, drop_database, postgres_missing
+
 KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-defined]
 
 
@@ -19,7 +21,13 @@ KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-d
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the developer's state or model settings."""
     monkeypatch.setenv("KERNOS_HOME", str(tmp_path / ".kernos"))
-    for name in ("KERNOS_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for name in (
+        "KERNOS_MODEL",
+        "KERNOS_STORE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)  # a developer's collector gets no test spans
@@ -60,3 +68,52 @@ def openai_env(server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> Fak
     for key, value in server.env().items():
         monkeypatch.setenv(key, value)
     return server
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "postgres: runs against a real PostgreSQL (deselect with -m 'not postgres')"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the server is a `postgres` test, without having to say so twice."""
+    for item in items:
+        if {"postgres_url", "fresh_postgres_url"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL 15 for the whole test session: the superuser URL of its `postgres` db.
+
+    Skips (with the reason) when the server binaries are absent, unless KERNOS_REQUIRE_POSTGRES=1
+    (set by `make pytest`, so CI fails instead of silently skipping). The server is stopped and
+    its directory removed at the end of the session, whatever the tests did.
+    """
+    missing = postgres_missing()
+    if missing is not None:
+        if os.environ.get("KERNOS_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"KERNOS_REQUIRE_POSTGRES=1 but {missing}", pytrace=False)
+        pytest.skip(missing)
+    with PostgresServer() as pg:
+        yield pg.url
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+    """An empty database of its own for one test (dropped afterwards)."""
+    url = create_database(postgres_url)
+    yield url
+    drop_database(postgres_url, url)
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What to open a :class:`kernos.runtime.Store` on, once per database kernos supports: a
+    SQLite file path, or the URL of an empty PostgreSQL database of this test's own."""
+    if request.param == "sqlite":
+        return str(tmp_path / "kernos.db")
+    return str(request.getfixturevalue("fresh_postgres_url"))
