@@ -176,9 +176,12 @@ def test_the_screen_shows_a_child_go_from_running_to_completed(
     child = task_id(project)
     terminal = Terminal(project, environment(project, server))
     try:
-        until(lambda: "running" in terminal.line_of(child), "running on screen", terminal.proc)
-        line = terminal.line_of(child)
-        assert "└ " + child in line and "openai-chat:test" in line and "survey" in line
+        # the first frames can be drawn before the size is known: wait for a whole row
+        def whole_row() -> bool:
+            line = terminal.line_of(child)
+            return all(s in line for s in ("└ " + child, "running", "openai-chat:test", "survey"))
+
+        until(whole_row, "the running child's whole row on screen", terminal.proc)
         assert "MAIN" not in terminal.screen()  # model text is data, never shown as a prompt
         gate.set()
         until(lambda: "completed" in terminal.line_of(child), "completed on screen", terminal.proc)
