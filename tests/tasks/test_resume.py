@@ -129,6 +129,20 @@ def test_nothing_to_continue_is_one_line_and_exit_2(
     assert server.requests == []  # no model was asked anything
 
 
+def test_a_session_continues_with_its_own_agent(project: Path, server: FakeOpenAIServer) -> None:
+    server.script(
+        text("Found it.", when=agent_is("EXPLORE-AGENT", "Find the config.")),
+        text("Still kernos.toml.", when=agent_is("EXPLORE-AGENT", "Where again?")),
+    )
+    ok(kernos(project, server, "run", "--agent", "explore", "Find the config."))
+    assert ok(kernos(project, server, "run", "--continue", "Where again?")) == (
+        "Still kernos.toml.\n"
+    )
+    other = kernos(project, server, "run", "--continue", "--agent", "main", "Where?")
+    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
+    assert "is a conversation with agent explore; drop --agent main" in other.stderr
+
+
 def test_sessions_table_and_json(project: Path, server: FakeOpenAIServer) -> None:
     empty = kernos(project, server, "sessions")
     assert ok(empty) == "(no sessions)\n"
