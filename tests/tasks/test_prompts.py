@@ -38,7 +38,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
     assert sizes == snapshot(
         {
             "task_description.md": 1339,
-            "task_send.md": 399,
+            "task_send.md": 415,
             "task_output.md": 245,
             "task_cancel.md": 138,
             "child_preamble.md": 199,

@@ -12,6 +12,7 @@ from kernos.cli import demo as _demo
 from kernos.cli import mcp as _mcp
 from kernos.cli import run as _run
 from kernos.cli import send as _send
+from kernos.cli import sessions as _sessions
 from kernos.cli import tasks as _tasks
 from kernos.cli import tools as _tools
 from kernos.cli import usage as _usage
@@ -61,6 +62,7 @@ _tasks.register(app)
 _tools.register(app)
 _mcp.register(app)
 _usage.register(app)
+_sessions.register(app)
 
 
 def main() -> None:

@@ -6,8 +6,10 @@ import asyncio
 import json
 import signal
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -23,9 +25,10 @@ from kernos.cli._common import (
     open_runtime,
     write_stdout,
 )
+from kernos.cli._table import age
 
 if TYPE_CHECKING:
-    from kernos.runtime import SessionEvent
+    from kernos.runtime import Runtime, SessionEvent
 
 
 def _clip(text: str, limit: int = 160) -> str:
@@ -51,12 +54,60 @@ def _say_interrupted(signum: int) -> None:
     err.print(f"{name} received: cancelling running tasks and stopping", markup=False)
 
 
+@dataclass(frozen=True)
+class _Resumed:
+    session_id: str
+    agent: str
+    history: list[Any]
+
+
+def _resumed(
+    runtime: Runtime, session_id: str | None, latest: bool, agent: str | None, quiet: bool
+) -> _Resumed | None:
+    """The session ``--session ID`` / ``--continue`` names, its history loaded; ``None`` for a
+    new session. Raises the one-line exit 2 when there is none to continue."""
+    if session_id is None and not latest:
+        return None
+    from kernos.runtime import get_session, latest_session, load_history
+
+    with config_errors():
+        store = runtime.store
+        row = get_session(store, session_id) if session_id else latest_session(store)
+        if row is None and session_id is not None:
+            raise fail(
+                f"there is no session {session_id} in this store ({runtime.home}); "
+                "`kernos sessions` lists the ones you can continue"
+            )
+        if row is None:
+            raise fail(
+                f"there is no earlier session in this store ({runtime.home}) to continue; "
+                "run without --continue to start one"
+            )
+        if agent is not None and agent != row["agent"]:
+            raise fail(
+                f"session {row['id']} is a conversation with agent {row['agent']}; drop "
+                f"--agent {agent} to continue it, or start a new run without --continue/--session"
+            )
+        history = load_history(runtime.store, row["id"])
+    if not quiet:
+        now = time.time()
+        err.print(
+            f"continuing session {row['id']} ({row['turns']} turns, last active "
+            f"{age(row['last_active'] or row['started_at'], now)})",
+            markup=False,
+        )
+    return _Resumed(row["id"], row["agent"], history)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_command(
         prompt: Annotated[str, typer.Argument(help="What to ask the agent; '-' reads stdin.")],
         model: ModelOption = None,
-        agent: Annotated[str, typer.Option("--agent", "-a", help="Agent to run.")] = "main",
+        agent: Annotated[
+            str | None,
+            typer.Option("--agent", "-a", help="Agent to run (default main, or the session's)."),
+        ] = None,
         config: ConfigOption = None,
         record: Annotated[
             Path | None, typer.Option("--record", help="Write the model's turns to a cassette.")
@@ -68,6 +119,14 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[
             bool, typer.Option("--quiet", "-q", help="No activity on stderr.")
         ] = False,
+        continue_last: Annotated[
+            bool,
+            typer.Option("--continue", help="Continue the most recent session of this store."),
+        ] = False,
+        session_id: Annotated[
+            str | None,
+            typer.Option("--session", help="Continue the session ID (see `kernos sessions`)."),
+        ] = None,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
         from kernos._app import Interrupted, run_agent, run_until_signal
@@ -76,7 +135,15 @@ def register(app: typer.Typer) -> None:
             prompt = sys.stdin.read()
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
+        if continue_last and session_id is not None:
+            raise fail("--continue and --session both pick a session; pass one of them")
         runtime = open_runtime(config, model, record, store=True)
+        try:
+            resumed = _resumed(runtime, session_id, continue_last, agent, quiet)
+        except typer.Exit:
+            runtime.close()
+            raise
+        agent = agent or (resumed.agent if resumed else "main")
         from kernos.cli._usage_store import UsageRecorder
 
         with config_errors():
@@ -102,6 +169,8 @@ def register(app: typer.Typer) -> None:
                             agent=agent,
                             wait=not no_wait,
                             on_event=on_event,
+                            session_id=resumed.session_id if resumed else None,
+                            history=resumed.history if resumed else (),
                         ),
                         on_signal=_say_interrupted,
                     )

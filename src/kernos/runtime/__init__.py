@@ -30,6 +30,7 @@ if typing.TYPE_CHECKING:
         parse_agent_file,
         project_root,
     )
+    from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._models import pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
@@ -47,6 +48,7 @@ if typing.TYPE_CHECKING:
         url_secrets,
     )
     from kernos.runtime._session import Session, SessionEvent, new_session_id
+    from kernos.runtime._sessions import get_session, latest_session, list_sessions, record_session
     from kernos.runtime._store import Migration, Store, StoreError, redact
     from kernos.runtime._toolsets import (
         BaseToolset,
@@ -93,17 +95,23 @@ __all__ = [
     "as_pydantic_ai",
     "cancel_toolsets",
     "forget_secrets",
+    "get_session",
+    "history_from_turns",
     "install_log_scrubber",
     "kernos_home",
     "known_secrets",
     "latest_message_text",
+    "latest_session",
+    "list_sessions",
     "load_config",
+    "load_history",
     "new_session_id",
     "normalized",
     "parse_agent_file",
     "path_problem",
     "pick_model_name",
     "project_root",
+    "record_session",
     "redact",
     "register_env_secrets",
     "register_secrets",
@@ -152,17 +160,23 @@ _EXPORTS = {
     "as_pydantic_ai": "_pydantic_ai",
     "cancel_toolsets": "_toolsets",
     "forget_secrets": "_secrets",
+    "get_session": "_sessions",
+    "history_from_turns": "_history",
     "install_log_scrubber": "_secrets",
     "kernos_home": "_config",
     "known_secrets": "_secrets",
     "latest_message_text": "_cassette",
+    "latest_session": "_sessions",
+    "list_sessions": "_sessions",
     "load_config": "_config",
+    "load_history": "_history",
     "new_session_id": "_session",
     "normalized": "_pydantic_ai",
     "parse_agent_file": "_config",
     "path_problem": "_workspace",
     "pick_model_name": "_models",
     "project_root": "_config",
+    "record_session": "_sessions",
     "redact": "_store",
     "register_env_secrets": "_secrets",
     "register_secrets": "_secrets",

@@ -82,6 +82,22 @@ _RUNTIME_MIGRATIONS: list[Migration] = [
         CREATE INDEX turns_session ON turns(session_id, id);
         """,
     ),
+    (
+        2,
+        "sessions",
+        # one row per top-level session (children are rows of the tasks table); the sessions
+        # already in the store are all top-level ones: children recorded no turns before this
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL
+        );
+        INSERT INTO sessions (id, agent, model, created_at)
+            SELECT session_id, MIN(agent), '', MIN(created_at) FROM turns GROUP BY session_id
+        """,
+    ),
 ]
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|passwd)", re.I)

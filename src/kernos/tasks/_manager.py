@@ -8,16 +8,18 @@ and :class:`TaskToolset` is the manager as one session's toolset.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
-from kernos.runtime import BaseToolset, ConfigError, Runtime, Session
+from kernos.runtime import BaseToolset, ConfigError, Runtime, Session, history_from_turns
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 from kernos.tasks._tools import task_tools
 
 #: The tools only a parent gets; never granted to a child below the depth limit.
@@ -62,8 +64,11 @@ class TaskManager(TaskScheduler):
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
-        """The four task tools bound to ``session`` (a top-level session has ``depth`` 0)."""
+        """The four task tools bound to ``session`` (a top-level session has ``depth`` 0);
+        the children an earlier run of the same session left are taken in."""
         self._depth[session.session_id] = depth
+        if depth == 0:
+            self._adopt(session)
         return task_tools(self, session)
 
     def grantable(self, session: Session) -> tuple[str, ...]:
@@ -161,43 +166,21 @@ class TaskManager(TaskScheduler):
         grants: Sequence[str],
     ) -> TaskRecord:
         record = TaskRecord(self._new_id(), parent, item, model_name, depth, background)
-        if item.category is not None:
-            category = self.config.categories.get(item.category)
-            instructions = (category.instructions if category else "") or prompt_text(
-                "worker_instructions.md"
-            )
-            agent = item.category
-            own_tools: list[str] = []
-        else:
-            definition = self.config.agent(item.subagent_type or "")
-            instructions, agent, own_tools = (
-                definition.instructions,
-                item.subagent_type or "",
-                definition.tools or [],
-            )
-        tools = [
-            parent.tools[name]
+        instructions, agent, own_tools = self._target(item)
+        names = [
+            name
             for name in dict.fromkeys([*grants, *own_tools])
             if name in parent.tools and name not in TASK_TOOL_NAMES
         ]
-        child = Session(
-            self.runtime.model(model_name),
-            instructions,
-            tools,
-            agent=agent,
-            session_id="s_" + record.id.removeprefix("t_"),
-            store=None,  # the transcript is kept as task events
-            on_event=lambda event: self._on_child_event(record, event),
+        record.session = self._child_session(
+            record, instructions, agent, names, "s_" + record.id.removeprefix("t_")
         )
-        if depth < self.config.tasks.max_depth:
-            child.add_tools(self.tools_for(child, depth=depth))
-        record.session = child
         self.records[record.id] = record
         self.store.insert(
             {
                 "id": record.id,
                 "parent_session": parent.session_id,
-                "child_session": child.session_id,
+                "child_session": record.session.session_id,
                 "depth": depth,
                 "name": item.name,
                 "summary": item.task_summary,
@@ -212,10 +195,109 @@ class TaskManager(TaskScheduler):
                 "residency": str(record.residency),
                 "run_epoch": record.run_epoch,
                 "created_at": record.created_at,
+                "tools": json.dumps(names),
             }
         )
         self.store.event(record.id, "status", {"from": None, "to": "pending", "epoch": 1})
         return record
+
+    def _target(self, item: SpawnItem) -> tuple[str, str, list[str]]:
+        """``(instructions, agent name, the agent's own tools)`` of a child's target.
+
+        Raises:
+            ConfigError: the agent is not configured (any more).
+        """
+        if item.category is not None:
+            category = self.config.categories.get(item.category)
+            instructions = (category.instructions if category else "") or prompt_text(
+                "worker_instructions.md"
+            )
+            return instructions, item.category, []
+        definition = self.config.agent(item.subagent_type or "")
+        return definition.instructions, item.subagent_type or "", list(definition.tools or [])
+
+    def _child_session(
+        self, record: TaskRecord, instructions: str, agent: str, tools: Sequence[str], sid: str
+    ) -> Session:
+        """The child's own session: its turns go to the store (a later run rebuilds it from
+        them) and its transcript to the task's events."""
+        child = Session(
+            self.runtime.model(record.model_name),
+            instructions,
+            [record.parent.tools[name] for name in tools if name in record.parent.tools],
+            agent=agent,
+            session_id=sid,
+            store=self.runtime.store,
+            on_event=lambda event: self._on_child_event(record, event),
+        )
+        if record.depth < self.config.tasks.max_depth:
+            child.add_tools(self.tools_for(child, depth=record.depth))
+        return child
+
+    # -- children of an earlier run ----------------------------------------------------------
+    def _adopt(self, session: Session) -> None:
+        """Take in the settled children an earlier run of ``session`` left in the store (a
+        continued session, ``kernos run --continue``), so ``task_send`` and ``task_output`` find
+        them by id or name and their names stay taken. Their conversations stay in the store
+        until one is continued. An active row belongs to another live process: left alone."""
+        for row in self.store.children(session.session_id):
+            if row["id"] in self.records:
+                continue
+            try:
+                status, residency = TaskStatus(row["status"]), Residency(row["residency"])
+            except ValueError:
+                continue  # a row this version does not know how to read
+            if status in ACTIVE:
+                continue
+            category = row["target"] if row["target_kind"] == "category" else None
+            item = SpawnItem(
+                prompt=row["prompt"] or "",
+                category=category,
+                subagent_type=None if category is not None else row["target"],
+                task_summary=row["summary"],
+                description=row["description"],
+                name=row["name"],
+            )
+            record = TaskRecord(
+                row["id"], session, item, row["model"], int(row["depth"] or 1),
+                bool(row["background"]), status=status, residency=residency,
+                run_epoch=int(row["run_epoch"] or 1), final_text=row["final_text"] or "",
+                error=row["error"], created_at=row["created_at"], started_at=row["started_at"],
+                finished_at=row["finished_at"],
+            )  # fmt: skip
+            self.records[record.id] = record
+
+    def _rebuild(self, record: TaskRecord) -> bool:
+        """Bring an evicted child back in memory from the store: its session rebuilt from its
+        agent or category, model and granted tools, its conversation from its stored turns.
+        ``False`` (and the reason logged as a task event) when it cannot be."""
+        row = self.store.get(record.id)
+        sid = row["child_session"] if row else None
+        turns = self.runtime.store.turns(sid) if sid else []
+        why = None if turns else "its conversation is not in the store"
+        if row is not None and why is None:
+            try:
+                instructions, agent, _ = self._target(record.item)
+                names = json.loads(row["tools"] or "[]")
+                session = self._child_session(record, instructions, agent, names, str(sid))
+            except (ConfigError, ValueError) as exc:
+                why = f"it cannot be rebuilt: {exc}"
+        if why is not None:
+            self.store.event(record.id, "revive_refused", {"why": why})
+            return False
+        session.history = history_from_turns(turns)
+        self._adopt(session)  # its own children, when it may have had some
+        self._set_residency(record, Residency.RESIDENT)
+        record.session = session
+        return True
+
+    def revive(self, record: TaskRecord, message: str) -> bool:
+        """Continue a settled child on its own conversation (``run_epoch`` + 1); an evicted one
+        (a child of an earlier run) is rebuilt from the store first."""
+        evicted = record.residency == Residency.EVICTED and record.session is None
+        if record.status in SETTLED and evicted and not self._rebuild(record):
+            return False
+        return super().revive(record, message)
 
     def _first_message(self, record: TaskRecord) -> str:
         preamble = prompt_text("child_preamble.md").format(

@@ -391,7 +391,8 @@ class TaskScheduler:
         return True
 
     def evict(self, record: TaskRecord) -> None:
-        """Drop a settled child's conversation from memory; it can no longer be continued."""
+        """Drop a settled child's conversation from memory; continuing it rebuilds it from the
+        store (:meth:`kernos.tasks.TaskManager.revive`)."""
         if record.status in ACTIVE:
             return
         self._set_residency(record, Residency.EVICTED)
@@ -414,7 +415,8 @@ class TaskScheduler:
                     self.cancel(record, "cancelled from the command line")
 
     async def aclose(self, *, wait: bool = True) -> None:
-        """Finish: wait for every child (``wait``) or abandon the active ones as ``lost``."""
+        """Finish: wait for every child (``wait``) or abandon the active ones as ``lost``; then
+        settled children are ``evicted`` (a later run can continue them), the rest ``disposed``."""
         if wait:
             await self.wait_all()
         else:
@@ -431,5 +433,7 @@ class TaskScheduler:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
         for record in self.records.values():
-            self._set_residency(record, Residency.DISPOSED)
+            # a settled child outlives the run: a later run's task_send rebuilds it from the store
+            settled = record.status in SETTLED
+            self._set_residency(record, Residency.EVICTED if settled else Residency.DISPOSED)
         self.store.flush()
