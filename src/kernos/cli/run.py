@@ -6,8 +6,9 @@ import asyncio
 import json
 import signal
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.text import Text
@@ -26,6 +27,43 @@ from kernos.cli._common import (
 
 if TYPE_CHECKING:
     from kernos.runtime import SessionEvent
+
+T = TypeVar("T")
+
+#: ``kernos run`` stopped by ``--timeout`` (or its agent's ``timeout``), as GNU timeout(1) exits
+EXIT_TIMEOUT = 124
+
+
+class RunTimedOut(Exception):
+    """The whole run reached its ``--timeout``; the run and its children were cancelled."""
+
+
+async def capped(work: Awaitable[T], seconds: float | None) -> T:
+    """Await ``work`` for at most ``seconds`` (``None``: no limit); when the time is up it is
+    cancelled (its cleanup runs: children are recorded ``cancelled``) and :class:`RunTimedOut`
+    is raised."""
+    if seconds is None:
+        return await work
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            return await work
+    except TimeoutError:
+        if deadline.expired():
+            raise RunTimedOut() from None
+        raise
+
+
+def _timeout_seconds(value: str | None) -> float | None:
+    from kernos.runtime import parse_duration
+    from kernos.runtime._budget import DURATION_FIX
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value) or None
+    except ValueError as exc:
+        raise fail(f"--timeout: {exc}; {DURATION_FIX}") from None
 
 
 def _clip(text: str, limit: int = 160) -> str:
@@ -68,10 +106,20 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[
             bool, typer.Option("--quiet", "-q", help="No activity on stderr.")
         ] = False,
+        timeout: Annotated[
+            str | None,
+            typer.Option(
+                "--timeout",
+                help="Cap the whole run, e.g. 30m (default: the agent's timeout); when it is up "
+                "the run and its children are cancelled and kernos exits 124.",
+            ),
+        ] = None,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
         from kernos._app import Interrupted, run_agent, run_until_signal
+        from kernos.runtime import format_duration
 
+        seconds = _timeout_seconds(timeout)
         if prompt == "-":
             prompt = sys.stdin.read()
         if not prompt.strip():
@@ -91,20 +139,37 @@ def register(app: typer.Typer) -> None:
             with config_errors():
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
+                if timeout is None:
+                    seconds = runtime.config.agent_budget(agent).timeout
                 outcome = asyncio.run(
                     run_until_signal(
-                        run_agent(
-                            runtime,
-                            prompt,
-                            agent=agent,
-                            wait=not no_wait,
-                            on_event=on_event,
+                        capped(
+                            run_agent(
+                                runtime,
+                                prompt,
+                                agent=agent,
+                                wait=not no_wait,
+                                on_event=on_event,
+                            ),
+                            seconds,
                         ),
                         on_signal=_say_interrupted,
                     )
                 )
         except Interrupted as exc:
             raise typer.Exit(exc.exit_code) from None
+        except RunTimedOut:
+            if not quiet:
+                from kernos.runtime._usage import summary_line, total
+
+                err.print(summary_line(total(usage.priced())), markup=False)
+            shown = format_duration(seconds or 0)
+            where = "--timeout" if timeout is not None else f"agent {agent}'s timeout"
+            raise fail(
+                f"the run reached its {where} of {shown} and was stopped; its running children "
+                "were cancelled (raise the limit to let it finish)",
+                EXIT_TIMEOUT,
+            ) from None
         finally:
             runtime.close()
         if not quiet:  # the run went to its end (an error answer included): its total

@@ -5,6 +5,7 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
+    from kernos.runtime._budget import Budget, BudgetExceeded, format_duration, parse_duration
     from kernos.runtime._cassette import (
         CassetteError,
         RecordingModel,
@@ -17,7 +18,6 @@ if typing.TYPE_CHECKING:
         AgentConfig,
         CategoryConfig,
         Config,
-        ConfigError,
         McpServerConfig,
         ModelAlias,
         NoModelError,
@@ -30,6 +30,7 @@ if typing.TYPE_CHECKING:
         parse_agent_file,
         project_root,
     )
+    from kernos.runtime._errors import ConfigError, KernosError
     from kernos.runtime._models import pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
@@ -63,11 +64,14 @@ __all__ = [
     "NO_MODEL_MESSAGE",
     "AgentConfig",
     "BaseToolset",
+    "Budget",
+    "BudgetExceeded",
     "Cancellable",
     "CassetteError",
     "CategoryConfig",
     "Config",
     "ConfigError",
+    "KernosError",
     "McpServerConfig",
     "Migration",
     "ModelAlias",
@@ -93,6 +97,7 @@ __all__ = [
     "as_pydantic_ai",
     "cancel_toolsets",
     "forget_secrets",
+    "format_duration",
     "install_log_scrubber",
     "kernos_home",
     "known_secrets",
@@ -101,6 +106,7 @@ __all__ = [
     "new_session_id",
     "normalized",
     "parse_agent_file",
+    "parse_duration",
     "path_problem",
     "pick_model_name",
     "project_root",
@@ -121,11 +127,14 @@ __all__ = [
 _EXPORTS = {
     "AgentConfig": "_config",
     "BaseToolset": "_toolsets",
+    "Budget": "_budget",
+    "BudgetExceeded": "_budget",
     "Cancellable": "_toolsets",
     "CassetteError": "_cassette",
     "CategoryConfig": "_config",
     "Config": "_config",
-    "ConfigError": "_config",
+    "ConfigError": "_errors",
+    "KernosError": "_errors",
     "McpServerConfig": "_config",
     "Migration": "_store",
     "ModelAlias": "_config",
@@ -152,6 +161,7 @@ _EXPORTS = {
     "as_pydantic_ai": "_pydantic_ai",
     "cancel_toolsets": "_toolsets",
     "forget_secrets": "_secrets",
+    "format_duration": "_budget",
     "install_log_scrubber": "_secrets",
     "kernos_home": "_config",
     "known_secrets": "_secrets",
@@ -160,6 +170,7 @@ _EXPORTS = {
     "new_session_id": "_session",
     "normalized": "_pydantic_ai",
     "parse_agent_file": "_config",
+    "parse_duration": "_budget",
     "path_problem": "_workspace",
     "pick_model_name": "_models",
     "project_root": "_config",

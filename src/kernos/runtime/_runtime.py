@@ -118,7 +118,7 @@ class Runtime:
         from kernos.runtime._session import Session
 
         definition = self.config.agent(agent)
-        return Session(
+        session = Session(
             self.model(self.model_name(agent, model)),
             definition.instructions if instructions is None else instructions,
             tools,
@@ -129,3 +129,5 @@ class Runtime:
             retries=self.config.retries,
             workspace=self.workspace,
         )
+        session.set_budget(self.config.agent_budget(agent))  # its timeout caps `kernos run`
+        return session

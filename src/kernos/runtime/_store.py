@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kernos.runtime._config import ConfigError
+from kernos.runtime._errors import ConfigError
 from kernos.runtime._secrets import scrub_text
 
 log = logging.getLogger("kernos.store")
