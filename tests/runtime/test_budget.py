@@ -44,7 +44,7 @@ def test_durations(given: object, seconds: float) -> None:
     "given", ["soon", "", "   ", "-5m", -5, "10 minutes", "m", "5m1h", True, None, [], "inf", 1e400]
 )
 def test_not_durations(given: object) -> None:
-    with pytest.raises(ValueError, match="not a duration|negative"):
+    with pytest.raises(ValueError, match=r"not a duration|negative"):
         parse_duration(given)
 
 

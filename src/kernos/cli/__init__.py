@@ -8,6 +8,7 @@ import typer
 
 from kernos import __version__
 from kernos.cli import compress as _compress
+from kernos.cli import config as _config
 from kernos.cli import demo as _demo
 from kernos.cli import mcp as _mcp
 from kernos.cli import run as _run
@@ -61,6 +62,7 @@ _tasks.register(app)
 _tools.register(app)
 _mcp.register(app)
 _usage.register(app)
+_config.register(app)
 
 
 def main() -> None:
