@@ -110,7 +110,7 @@ def test_timeout_error_code() -> None:
 def test_config_keys_everywhere(tmp_path: Path) -> None:
     (tmp_path / "kernos.toml").write_text(
         '[tasks]\ntimeout = "10m"\nmax_turns = 20\n'
-        '[agents.explore]\nmax_tokens = 5000\n'
+        "[agents.explore]\nmax_tokens = 5000\n"
         '[categories.quick]\ntimeout = "30s"\nmax_turns = 0\n'
     )
     agents = tmp_path / ".kernos" / "agents"

@@ -53,9 +53,7 @@ def project(tmp_path: Path, explore: str = "", tasks: str = "") -> Path:
     return tmp_path
 
 
-def kernos(
-    where: Path, server: FakeOpenAIServer, *args: str
-) -> subprocess.CompletedProcess[str]:
+def kernos(where: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **server.env(), "KERNOS_HOME": str(where / ".kernos")}
     return subprocess.run(
         [KERNOS, *args], cwd=where, env=env, capture_output=True, text=True, timeout=90
@@ -179,9 +177,7 @@ def test_timeout_stops_a_child_whose_model_never_answers(
     )
     done = kernos(where, server, "run", "coordinate a loop")
     assert (done.returncode, done.stdout) == (0, "the child timed out\n"), done.stderr
-    assert "timeout: the child was stopped at its timeout limit of 1s (ran " in seen_by_main(
-        server
-    )
+    assert "timeout: the child was stopped at its timeout limit of 1s (ran " in seen_by_main(server)
     task = only_task(where, server)
     assert task["status"] == "error" and task["error"].startswith("timeout: ")
     assert status_event(where, server, task["id"])["code"] == "timeout"
