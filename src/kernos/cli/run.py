@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.text import Text
 
 from kernos.cli._common import (
     EXIT_FAILED,
@@ -42,6 +39,8 @@ async def capped(work: Awaitable[T], seconds: float | None) -> T:
     """Await ``work`` for at most ``seconds`` (``None``: no limit); when the time is up it is
     cancelled (its cleanup runs: children are recorded ``cancelled``) and :class:`RunTimedOut`
     is raised."""
+    import asyncio
+
     if seconds is None:
         return await work
     deadline = asyncio.timeout(seconds)
@@ -72,6 +71,8 @@ def _clip(text: str, limit: int = 160) -> str:
 
 def activity(event: SessionEvent) -> None:
     """Tool activity on stderr, one short line each; model text is shown as written (no markup)."""
+    from rich.text import Text
+
     who = Text(event.agent if event.agent == "main" else f"{event.agent}/{event.session_id}", "dim")
     if event.kind == "tool_call":
         args = event.data.get("args")
@@ -85,6 +86,8 @@ def activity(event: SessionEvent) -> None:
 
 
 def _say_interrupted(signum: int) -> None:
+    import signal
+
     name = signal.Signals(signum).name
     err.print(f"{name} received: cancelling running tasks and stopping", markup=False)
 
@@ -116,6 +119,8 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
+        import asyncio
+
         from kernos._app import Interrupted, run_agent, run_until_signal
         from kernos.runtime import format_duration
 

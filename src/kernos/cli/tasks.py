@@ -20,8 +20,8 @@ from kernos.cli._common import (
     EXIT_USAGE,
     ConfigOption,
     config_errors,
+    enable_file_log,
     fail,
-    open_runtime,
     write_stdout,
 )
 from kernos.cli._table import age, one_line, table
@@ -51,16 +51,25 @@ TASK_KEYS = (
 
 @contextmanager
 def _store(config: ConfigOption) -> Iterator[TaskStore]:
+    """The task store, without the config models: these commands read the store only, so the
+    config is checked just for being readable TOML (start-up stays light, and a config problem
+    that concerns models or channels does not stop them)."""
+    from kernos.runtime import Store, kernos_home
+    from kernos.runtime._home import config_file
     from kernos.tasks import TaskStore
 
-    runtime = open_runtime(config, store=True)
+    home = kernos_home()
+    with config_errors():
+        config_file(config)
+        opened = Store.open(home)
+    enable_file_log(home)
     try:
         with config_errors():  # a damaged store (a task table missing) is exit 2 with the fix
-            store = TaskStore(runtime.store)
+            store = TaskStore(opened)
             store.reconcile()
         yield store
     finally:
-        runtime.close()
+        opened.close()
 
 
 def _unknown(task_id: str) -> typer.Exit:

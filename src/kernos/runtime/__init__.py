@@ -25,12 +25,11 @@ if typing.TYPE_CHECKING:
         TasksConfig,
         ToolConfig,
         WorkspaceConfig,
-        kernos_home,
         load_config,
         parse_agent_file,
-        project_root,
     )
     from kernos.runtime._errors import ConfigError, KernosError
+    from kernos.runtime._home import kernos_home, project_root
     from kernos.runtime._models import pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
@@ -163,7 +162,7 @@ _EXPORTS = {
     "forget_secrets": "_secrets",
     "format_duration": "_budget",
     "install_log_scrubber": "_secrets",
-    "kernos_home": "_config",
+    "kernos_home": "_home",
     "known_secrets": "_secrets",
     "latest_message_text": "_cassette",
     "load_config": "_config",
@@ -173,7 +172,7 @@ _EXPORTS = {
     "parse_duration": "_budget",
     "path_problem": "_workspace",
     "pick_model_name": "_models",
-    "project_root": "_config",
+    "project_root": "_home",
     "redact": "_store",
     "register_env_secrets": "_secrets",
     "register_secrets": "_secrets",

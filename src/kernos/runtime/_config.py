@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,9 @@ from kernos.runtime._budget import (
 
 # defined in _errors (light: the store raises it without building these models); kept here too
 from kernos.runtime._errors import ConfigError as ConfigError
+from kernos.runtime._home import _read_text, config_file
+from kernos.runtime._home import kernos_home as kernos_home
+from kernos.runtime._home import project_root as project_root
 from kernos.runtime._secrets import register_secrets, register_url_secrets
 
 
@@ -314,30 +316,6 @@ def register_config_urls(data: Any) -> None:
                 register_url_secrets(*(v for v in values if isinstance(v, str)))
 
 
-def project_root(cwd: Path | None = None) -> Path:
-    """The project a command works in: the nearest of the working directory and its parents that
-    holds a ``.kernos`` or a ``kernos.toml`` (found like ``.git``), else the working directory.
-
-    The state directory (unless ``KERNOS_HOME`` is set) and the default ``kernos.toml`` are both
-    read from there, so a subdirectory of a project sees the project's tasks and config.
-    """
-    start = (cwd or Path.cwd()).absolute()
-    for where in (start, *start.parents):
-        if (where / ".kernos").exists() or (where / "kernos.toml").is_file():
-            return where
-    return start
-
-
-def kernos_home(cwd: Path | None = None) -> Path:
-    """Where state lives: ``$KERNOS_HOME``, else ``.kernos`` in the project root (the nearest
-    directory up from the working directory that has one or a ``kernos.toml``; else the working
-    directory, where it is created)."""
-    env = os.environ.get("KERNOS_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    return (project_root(cwd) / ".kernos").resolve()
-
-
 def _validation_problem(file: Path | None, prefix: str, issue: Any) -> ConfigError:
     key = ".".join(str(p) for p in (prefix, *issue["loc"]) if p != "")
     if issue["type"] == "extra_forbidden":
@@ -357,22 +335,6 @@ def _raise_validation(file: Path | None, prefix: str, error: ValidationError) ->
     first = problems[0]
     first.others = problems[1:]
     raise first
-
-
-def _read_text(path: Path) -> str:
-    """A config file's text; unreadable or non-UTF-8 is a :class:`ConfigError` saying so."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            path,
-            "(file)",
-            f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
-            "save it as UTF-8",
-        ) from None
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ConfigError(path, "(file)", f"cannot be read ({reason})", "check the path") from None
 
 
 def parse_agent_file(path: Path) -> AgentConfig:
@@ -449,18 +411,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         ConfigError: unreadable TOML, an unknown key, a bad value or a missing ``${ENV}``.
     """
     cwd = cwd or Path.cwd()
-    explicit = path is not None
-    file = Path(path) if path is not None else project_root(cwd) / "kernos.toml"
-    data: dict[str, Any] = {}
-    if file.exists():
-        try:
-            data = tomllib.loads(_read_text(file))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(
-                file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax"
-            ) from None
-    elif explicit:
-        raise ConfigError(file, "(file)", "does not exist", "pass an existing file to --config")
+    file, data = config_file(path, cwd=cwd)
     data, alias_problems = _expand_env_lazily(data, file)
     register_config_urls(data)
     try:

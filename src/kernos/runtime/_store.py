@@ -20,7 +20,6 @@ process dies is lost.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -35,10 +34,13 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernos.runtime._errors import ConfigError
 from kernos.runtime._secrets import scrub_text
+
+if TYPE_CHECKING:
+    import asyncio  # only a command that runs a loop loads it (start-up: `kernos tasks list`)
 
 log = logging.getLogger("kernos.store")
 
@@ -440,6 +442,8 @@ class Store:
         Raises:
             sqlite3.Error: (no loop running only) the store did not take it; it stays buffered.
         """
+        import asyncio
+
         self._buffer.append((sql, params))
         try:
             loop = asyncio.get_running_loop()
@@ -470,6 +474,8 @@ class Store:
         Raises:
             sqlite3.Error: the transaction failed; the writes stay buffered for the next flush.
         """
+        import asyncio
+
         self._hand_over()
         if self._batches:
             await asyncio.get_running_loop().run_in_executor(self._thread(), self._drain)
