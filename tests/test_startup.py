@@ -140,3 +140,19 @@ def test_lazy_names_match_all_and_their_modules(name: str) -> None:
     assert set(package.__all__) <= set(dir(package))
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         package.nope  # noqa: B018
+
+
+def test_a_store_named_in_the_config_goes_through_the_whole_config(tmp_path: Path) -> None:
+    # a [store] table (or KERNOS_STORE_URL) names where the store is: the light path must not
+    # guess the SQLite file; the whole config is loaded and its error, if any, is exit 2
+    (tmp_path / "kernos.toml").write_text('[store]\nurl = "not a url"\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "kernos", "tasks", "list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "kernos.toml: store" in done.stderr

@@ -8,6 +8,7 @@ output"); the human form is a table with a header row and times as ages.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from kernos.cli._common import (
     config_errors,
     enable_file_log,
     fail,
+    open_runtime,
     write_stdout,
 )
 from kernos.cli._table import age, one_line, table
@@ -58,18 +60,25 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
     from kernos.runtime._home import config_file
     from kernos.tasks import TaskStore
 
-    home = kernos_home()
     with config_errors():
-        config_file(config)
-        opened = Store.open(home)
-    enable_file_log(home)
+        _, data = config_file(config)
+    if "store" in data or os.environ.get("KERNOS_STORE_URL"):
+        # a store named by the config or the environment: the whole config says where
+        runtime = open_runtime(config, store=True)
+        opened, close = runtime.store, runtime.close
+    else:
+        home = kernos_home()
+        with config_errors():
+            opened = Store.open(home)
+        enable_file_log(home)
+        close = opened.close
     try:
         with config_errors():  # a damaged store (a task table missing) is exit 2 with the fix
             store = TaskStore(opened)
             store.reconcile()
         yield store
     finally:
-        opened.close()
+        close()
 
 
 def _unknown(task_id: str) -> typer.Exit:
