@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib  # noqa: F401 (kept importable here: readers of kernos.toml in this module parse TOML)
 from pathlib import Path
 from typing import Any
 
