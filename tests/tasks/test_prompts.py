@@ -45,6 +45,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "worker_instructions.md": 144,
             "completion_notice.md": 210,
             "still_running.md": 291,
+            "limit_reached.md": 109,
             "task description (rendered, test config)": 1381,
         }
     )

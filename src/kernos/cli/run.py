@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.text import Text
 
 from kernos.cli._common import (
     EXIT_FAILED,
@@ -30,6 +28,45 @@ from kernos.cli._table import age
 if TYPE_CHECKING:
     from kernos.runtime import Runtime, SessionEvent
 
+T = TypeVar("T")
+
+#: ``kernos run`` stopped by ``--timeout`` (or its agent's ``timeout``), as GNU timeout(1) exits
+EXIT_TIMEOUT = 124
+
+
+class RunTimedOut(Exception):
+    """The whole run reached its ``--timeout``; the run and its children were cancelled."""
+
+
+async def capped(work: Awaitable[T], seconds: float | None) -> T:
+    """Await ``work`` for at most ``seconds`` (``None``: no limit); when the time is up it is
+    cancelled (its cleanup runs: children are recorded ``cancelled``) and :class:`RunTimedOut`
+    is raised."""
+    import asyncio
+
+    if seconds is None:
+        return await work
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            return await work
+    except TimeoutError:
+        if deadline.expired():
+            raise RunTimedOut() from None
+        raise
+
+
+def _timeout_seconds(value: str | None) -> float | None:
+    from kernos.runtime import parse_duration
+    from kernos.runtime._budget import DURATION_FIX
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value) or None
+    except ValueError as exc:
+        raise fail(f"--timeout: {exc}; {DURATION_FIX}") from None
+
 
 def _clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -37,6 +74,8 @@ def _clip(text: str, limit: int = 160) -> str:
 
 def activity(event: SessionEvent) -> None:
     """Tool activity on stderr, one short line each; model text is shown as written (no markup)."""
+    from rich.text import Text
+
     who = Text(event.agent if event.agent == "main" else f"{event.agent}/{event.session_id}", "dim")
     if event.kind == "tool_call":
         args = event.data.get("args")
@@ -50,6 +89,8 @@ def activity(event: SessionEvent) -> None:
 
 
 def _say_interrupted(signum: int) -> None:
+    import signal
+
     name = signal.Signals(signum).name
     err.print(f"{name} received: cancelling running tasks and stopping", markup=False)
 
@@ -127,10 +168,22 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--session", help="Continue the session ID (see `kernos sessions`)."),
         ] = None,
+        timeout: Annotated[
+            str | None,
+            typer.Option(
+                "--timeout",
+                help="Cap the whole run, e.g. 30m (default: the agent's timeout); when it is up "
+                "the run and its children are cancelled and kernos exits 124.",
+            ),
+        ] = None,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
-        from kernos._app import Interrupted, run_agent, run_until_signal
+        import asyncio
 
+        from kernos._app import Interrupted, run_agent, run_until_signal
+        from kernos.runtime import format_duration
+
+        seconds = _timeout_seconds(timeout)
         if prompt == "-":
             prompt = sys.stdin.read()
         if not prompt.strip():
@@ -161,16 +214,21 @@ def register(app: typer.Typer) -> None:
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
                 traced.set(model=runtime.model_name(agent))
+                if timeout is None:
+                    seconds = runtime.config.agent_budget(agent).timeout
                 outcome = asyncio.run(
                     run_until_signal(
-                        run_agent(
-                            runtime,
-                            prompt,
-                            agent=agent,
-                            wait=not no_wait,
-                            on_event=on_event,
-                            session_id=resumed.session_id if resumed else None,
-                            history=resumed.history if resumed else (),
+                        capped(
+                            run_agent(
+                                runtime,
+                                prompt,
+                                agent=agent,
+                                wait=not no_wait,
+                                on_event=on_event,
+                                session_id=resumed.session_id if resumed else None,
+                                history=resumed.history if resumed else (),
+                            ),
+                            seconds,
                         ),
                         on_signal=_say_interrupted,
                     )
@@ -178,6 +236,18 @@ def register(app: typer.Typer) -> None:
                 traced.set(session_id=outcome.session_id, error=outcome.error)
         except Interrupted as exc:
             raise typer.Exit(exc.exit_code) from None
+        except RunTimedOut:
+            if not quiet:
+                from kernos.runtime._usage import summary_line, total
+
+                err.print(summary_line(total(usage.priced())), markup=False)
+            shown = format_duration(seconds or 0)
+            where = "--timeout" if timeout is not None else f"agent {agent}'s timeout"
+            raise fail(
+                f"the run reached its {where} of {shown} and was stopped; its running children "
+                "were cancelled (raise the limit to let it finish)",
+                EXIT_TIMEOUT,
+            ) from None
         finally:
             runtime.close()
         if not quiet:  # the run went to its end (an error answer included): its total

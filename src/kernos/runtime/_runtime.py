@@ -139,4 +139,5 @@ class Runtime:
         )
         if record_turns:  # a top-level session: `kernos sessions` lists it, `run --session` too
             record_session(self.store, session.session_id, agent, model_name)
+        session.set_budget(self.config.agent_budget(agent))  # its timeout caps `kernos run`
         return session

@@ -23,6 +23,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
+from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._clean import clean_model
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
@@ -96,6 +97,8 @@ class Session:
         self._running: asyncio.Task[Any] | None = None
         self._stop_requested = False
         self._results: dict[str, ToolResult] = {}
+        #: the current run's limits and what it used (see :meth:`set_budget`); ``None``: none
+        self.budget: BudgetMeter | None = None
         self._agent = Agent(
             clean_model(model),  # the model's text enters kernos here, and is cleaned once
             instructions=instructions or None,
@@ -142,6 +145,29 @@ class Session:
         batch, self._queue = self._queue, []
         self._queued.clear()
         return "\n\n".join(batch)
+
+    # -- budget -----------------------------------------------------------------------------
+    def set_budget(self, budget: Budget | None) -> None:
+        """Limit the runs from now on (``max_turns``, ``max_tokens``; counted afresh from here).
+        ``timeout`` is the caller's to enforce (the task scheduler's asyncio timeout)."""
+        self.budget = BudgetMeter(budget, seen=len(self.history)) if budget else None
+
+    def _before_request(self) -> None:
+        """Every engine calls this right before it sends a model request.
+
+        Raises:
+            BudgetExceeded: the run may not send another request (see :meth:`set_budget`).
+        """
+        meter = self.budget
+        if meter is None:
+            return
+        if meter.budget.max_tokens is not None:
+            history = self.history
+            for message in history[meter.seen :]:
+                if isinstance(message, ModelResponse):
+                    meter.add_tokens(message.usage.input_tokens + message.usage.output_tokens)
+            meter.seen = len(history)
+        meter.before_request()
 
     # -- running ----------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -198,16 +224,23 @@ class Session:
         self.emit("prompt", text=text)
         before = len(self.history)
         stopped = False
+        exceeded: BudgetExceeded | None = None
         async with self._agent.iter(text, message_history=self.history) as run:
             node = run.next_node
             while not Agent.is_end_node(node):
                 if self._stop_requested and Agent.is_model_request_node(node):
                     stopped = True
                     break
+                if Agent.is_model_request_node(node):
+                    try:
+                        self._before_request()
+                    except BudgetExceeded as exc:  # stops like request_stop, then raises
+                        exceeded = exc
+                        break
                 node = await run.next(node)
                 self.history = run.all_messages()
             self.history = run.all_messages()
-            if stopped or run.result is None:
+            if stopped or exceeded or run.result is None:
                 final = _last_text(self.history)
             else:
                 output = run.result.output
@@ -219,6 +252,8 @@ class Session:
         self.emit(
             "usage", responses=[m for m in self.history[before:] if isinstance(m, ModelResponse)]
         )
+        if exceeded is not None:
+            raise exceeded  # after the turns and their usage are recorded
         self.emit("text", text=final)
         return final
 

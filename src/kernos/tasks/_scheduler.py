@@ -17,7 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernos.runtime import Runtime, Session, SessionEvent, scrub_text
+from kernos.runtime import (
+    BudgetExceeded,
+    Runtime,
+    Session,
+    SessionEvent,
+    format_duration,
+    scrub_text,
+)
 from kernos.runtime._trace import span
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
@@ -182,6 +189,10 @@ class TaskScheduler:
         slots = self._slots_for(record.model_name)
         session = record.session
         assert session is not None
+        # each run (a spawn, a revival) has the whole budget of its target
+        budget = self.config.task_budget(record.item.category, record.item.subagent_type)
+        session.set_budget(budget)
+        deadline = asyncio.timeout(budget.timeout)
         if queued is not None:
             try:
                 await slots.wait(record, queued)
@@ -192,21 +203,31 @@ class TaskScheduler:
             if record.status != TaskStatus.RUNNING:
                 record.started_at, record.finished_at = time.time(), None
                 self._move(record, TaskStatus.RUNNING)
-            final = await session.prompt(text)
-            while not record.interrupt:
-                late = session.take_queued()  # a message that arrived as the run ended
-                if late is None:
-                    break
-                final = await session.prompt(late)
+            async with deadline:  # the wall clock starts when the child runs, not while queued
+                final = await session.prompt(text)
+                while not record.interrupt:
+                    late = session.take_queued()  # a message that arrived as the run ended
+                    if late is None:
+                        break
+                    final = await session.prompt(late)
         except asyncio.CancelledError:
             record.finished_at = time.time()
             self._move(record, record.end_as or TaskStatus.CANCELLED)
         except Exception as exc:
             record.finished_at = time.time()
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-            record.error = scrub_text(error)  # it reaches the parent model and the store
-            self._move(record, TaskStatus.ERROR)
+            if isinstance(exc, TimeoutError) and deadline.expired() and budget.timeout:
+                shown = format_duration(budget.timeout)
+                exc = BudgetExceeded("timeout", shown, f"ran {record.duration:.1f}s")
+            if isinstance(exc, BudgetExceeded):  # the notice names the limit and its value
+                record.error = prompt_text("limit_reached.md").format(
+                    code=exc.code, limit=exc.limit, value=exc.value, used=exc.used
+                )
+                self._move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
+            else:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+                record.error = scrub_text(error)  # it reaches the parent model and the store
+                self._move(record, TaskStatus.ERROR)
         else:
             record.finished_at = time.time()
             record.final_text = final
@@ -215,7 +236,13 @@ class TaskScheduler:
             slots.release()
             record.interrupt = False
 
-    def _move(self, record: TaskRecord, target: TaskStatus, why: str | None = None) -> bool:
+    def _move(
+        self,
+        record: TaskRecord,
+        target: TaskStatus,
+        why: str | None = None,
+        code: str | None = None,
+    ) -> bool:
         """Apply one transition; a move the table forbids is logged and ignored."""
         current = record.status
         if current == target:
@@ -239,6 +266,8 @@ class TaskScheduler:
         payload["epoch"] = record.run_epoch
         if why:
             payload["why"] = why
+        if code:
+            payload["code"] = code
         self.store.event(record.id, "status", payload)
         if record.background and target in NOTIFY and record.end_as is None:
             self._notify(record)
