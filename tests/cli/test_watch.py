@@ -68,6 +68,12 @@ def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[Any] | No
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
+def _tty_env(env: dict[str, str]) -> dict[str, str]:
+    """The pty's own size, not a COLUMNS/LINES inherited from the test runner (rich prefers them)."""
+    env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
+    return {**env, "TERM": "xterm-256color"}
+
+
 class Terminal:
     """``kernos tasks watch`` on a pseudo-terminal of 30x140, its output read as it comes."""
 
@@ -76,7 +82,7 @@ class Terminal:
         fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 140, 0, 0))
         self.modes = termios.tcgetattr(self.slave)
         self.proc = subprocess.Popen(
-            [KERNOS, "tasks", "watch"], cwd=cwd, env={**env, "TERM": "xterm-256color"},
+            [KERNOS, "tasks", "watch"], cwd=cwd, env=_tty_env(env),
             stdin=self.slave, stdout=self.slave, stderr=self.slave, start_new_session=True,
             preexec_fn=self._controlling,
         )  # fmt: skip
