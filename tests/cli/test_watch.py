@@ -69,7 +69,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _tty_env(env: dict[str, str]) -> dict[str, str]:
-    """The pty's own size, not a COLUMNS/LINES inherited from the test runner (rich prefers them)."""
+    """The pty's own size, not COLUMNS/LINES inherited from the runner (rich prefers them)."""
     env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
     return {**env, "TERM": "xterm-256color"}
 
