@@ -14,16 +14,22 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
     RetryPromptPart,
     TextPart,
+    TextPartDelta,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models import Model
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._clean import clean_model
+from kernos.runtime._lean import LeanLoop, lean_model_for, usage_responses
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
@@ -36,7 +42,8 @@ pydantic_ai.BANNER_ENABLED = False
 @dataclass(frozen=True)
 class SessionEvent:
     """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
-    ``tool_result``, ``usage`` (the turn's model responses), ``text`` or ``idle``."""
+    ``tool_result``, ``usage`` (the turn's model responses), ``delta`` (a piece of streamed
+    assistant text, ``data["text"]``; only when the session streams), ``text`` or ``idle``."""
 
     session_id: str
     agent: str
@@ -62,6 +69,13 @@ class Session:
         retries: the retry budget of every tool in this session (config ``retries``); ``None``
             keeps each tool's own ``max_retries``.
         workspace: the workspace policy tools see in their context (``ToolContext.workspace``).
+        engine: ``"lean"`` or ``"pydantic-ai"``; ``None`` picks one (``KERNOS_ENGINE``, the
+            model alias's ``engine``, else lean for OpenAI-compatible Chat Completions models
+            and cassettes, pydantic-ai for the rest).
+        stream: ask for streamed answers and emit each piece of text as a ``delta`` event.
+
+    Raises:
+        ConfigError: ``engine`` or ``KERNOS_ENGINE`` names no engine.
     """
 
     def __init__(
@@ -76,8 +90,11 @@ class Session:
         on_event: Callable[[SessionEvent], None] | None = None,
         retries: int | None = None,
         workspace: Any = None,
+        engine: str | None = None,
+        stream: bool = False,
     ) -> None:
         self.model = model
+        self.stream = stream
         self.retries = retries
         self.workspace = workspace
         self.instructions = instructions
@@ -85,7 +102,6 @@ class Session:
         self.session_id = session_id or new_session_id()
         self.store = store
         self.tools: dict[str, ToolSpec[Any]] = {}
-        self.history: list[ModelMessage] = []
         self.last_text = ""
         self.on_event = on_event
         self.add_tools(tools)
@@ -95,12 +111,40 @@ class Session:
         self._running: asyncio.Task[Any] | None = None
         self._stop_requested = False
         self._results: dict[str, ToolResult] = {}
-        self._agent = Agent(
-            clean_model(model),  # the model's text enters kernos here, and is cleaned once
-            instructions=instructions or None,
-            toolsets=[KernosToolset(self, self._results.__setitem__)],
-            name=agent,
+        self._history: list[ModelMessage] = []
+        lean = lean_model_for(model, engine)
+        self._lean = None if lean is None else LeanLoop(self, lean)
+        self._agent = (
+            Agent(
+                clean_model(model),  # the model's text enters kernos here, and is cleaned once
+                instructions=instructions or None,
+                toolsets=[KernosToolset(self, self._results.__setitem__)],
+                name=agent,
+            )
+            if self._lean is None
+            else None
         )
+
+    @property
+    def engine(self) -> str:
+        """The engine this session runs on: ``"lean"`` or ``"pydantic-ai"``."""
+        return "pydantic-ai" if self._lean is None else "lean"
+
+    @property
+    def history(self) -> list[ModelMessage]:
+        """The conversation as pydantic-ai messages (assignable: a restored history continues)."""
+        return self._history if self._lean is None else self._lean.history
+
+    @history.setter
+    def history(self, value: list[ModelMessage]) -> None:
+        if self._lean is None:
+            self._history = value
+        else:
+            self._lean.history = value
+
+    def _before_request(self) -> None:
+        """Called by every engine right before it sends a model request (a place for checks
+        such as budgets; raising stops the run with that error)."""
 
     # -- tools ------------------------------------------------------------------------------
     def add_tools(self, tools: Iterable[ToolSpec[Any]]) -> None:
@@ -195,31 +239,48 @@ class Session:
     async def _run_once(self, text: str) -> str:
         text = clean_text(text)  # argv and stdin can carry lone surrogates too (surrogateescape)
         self.emit("prompt", text=text)
-        before = len(self.history)
+        if self._lean is not None:
+            final, replies, start = await self._lean.run(text)
+            self.last_text = final
+            self._lean.record(start)
+            responses: list[ModelResponse] = usage_responses(replies)
+        else:
+            final, responses = await self._run_pydantic_ai(text)
+        if self.store is not None:
+            await self.store.flushed()  # the turns are acknowledged before the prompt returns
+        self.emit("usage", responses=responses)
+        self.emit("text", text=final)
+        return final
+
+    async def _run_pydantic_ai(self, text: str) -> tuple[str, list[ModelResponse]]:
+        assert self._agent is not None
+        before = len(self._history)
         stopped = False
-        async with self._agent.iter(text, message_history=self.history) as run:
+        async with self._agent.iter(text, message_history=self._history) as run:
             node = run.next_node
             while not Agent.is_end_node(node):
-                if self._stop_requested and Agent.is_model_request_node(node):
-                    stopped = True
-                    break
+                if Agent.is_model_request_node(node):
+                    if self._stop_requested:
+                        stopped = True
+                        break
+                    self._before_request()
+                    if self.stream and _streams(self.model):
+                        async with node.stream(run.ctx) as events:
+                            async for event in events:
+                                if piece := _text_delta(event):
+                                    self.emit("delta", text=clean_text(piece))
                 node = await run.next(node)
-                self.history = run.all_messages()
-            self.history = run.all_messages()
+                self._history = run.all_messages()
+            self._history = run.all_messages()
             if stopped or run.result is None:
-                final = _last_text(self.history)
+                final = _last_text(self._history)
             else:
                 output = run.result.output
                 final = output if isinstance(output, str) else str(output)
         self.last_text = final
-        self._record(self.history[before:])
-        if self.store is not None:
-            await self.store.flushed()  # the turns are acknowledged before the prompt returns
-        self.emit(
-            "usage", responses=[m for m in self.history[before:] if isinstance(m, ModelResponse)]
-        )
-        self.emit("text", text=final)
-        return final
+        new = self._history[before:]
+        self._record(new)
+        return final, [m for m in new if isinstance(m, ModelResponse)]
 
     def _record(self, messages: Sequence[ModelMessage]) -> None:
         if self.store is None:
@@ -256,6 +317,24 @@ class Session:
                     input_tokens=message.usage.input_tokens,
                     output_tokens=message.usage.output_tokens,
                 )
+
+
+def _streams(model: Model) -> bool:
+    """Whether pydantic-ai can stream ``model`` (a cassette answers whole turns)."""
+    layer: Model | None = model
+    while layer is not None:
+        if isinstance(layer, FunctionModel) and layer.stream_function is None:
+            return False
+        layer = layer.wrapped if isinstance(layer, WrapperModel) else None
+    return True
+
+
+def _text_delta(event: Any) -> str:
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return event.part.content
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return event.delta.content_delta
+    return ""
 
 
 def _result_record(
