@@ -159,12 +159,14 @@ async def run_agent(
     agent: str = "main",
     wait: bool = True,
     on_event: Callable[[SessionEvent], None] | None = None,
+    stream: bool = False,
 ) -> RunOutcome:
     """Run ``agent`` on ``prompt`` with every subsystem's tools; wait for background children
-    (and deliver their completions) unless ``wait`` is false."""
+    (and deliver their completions) unless ``wait`` is false; ``stream``: the agent's text
+    arrives as ``delta`` events while it is written."""
     session: Session | None = None
     try:
-        async with agent_session(runtime, agent, on_event=on_event, wait=wait) as (
+        async with agent_session(runtime, agent, on_event=on_event, wait=wait, stream=stream) as (
             session,
             toolsets,
         ):

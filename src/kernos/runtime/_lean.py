@@ -401,6 +401,7 @@ class LeanLoop:
         self.messages: list[dict[str, Any]] = []
         self.meta: list[Any] = []
         self._toolset = KernosToolset(session, session._results.__setitem__)
+        self._empty_answers = False
         self._tools_key: tuple[int, ...] | None = None
         self._tools_text = ""
         self._system = (
@@ -415,6 +416,9 @@ class LeanLoop:
     @history.setter
     def history(self, value: Sequence[ModelMessage]) -> None:
         self.messages, self.meta = from_model_messages(value)
+        self._empty_answers = not all(
+            _sendable(m) for m in self.messages if m["role"] == "assistant"
+        )
 
     def _tools(self) -> str:
         specs = self.session.tools.values()
@@ -448,12 +452,16 @@ class LeanLoop:
             if session._stop_requested:
                 return _last_text(self.messages), replies, start
             session._before_request()
-            reply = await self.model.answer(self._system + self.messages, self._tools(), on_delta)
+            reply = await self.model.answer(self._wire(), self._tools(), on_delta)
             replies.append(reply)
             wire: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
             if reply.calls:
                 wire["tool_calls"] = [
-                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": a}}
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": wire_arguments(a)},
+                    }
                     for call_id, name, a in reply.calls
                 ]
             self._add(wire, reply)
@@ -465,6 +473,7 @@ class LeanLoop:
                         f"Exceeded maximum output retries ({_OUTPUT_RETRIES})"
                     )
                 empty += 1
+                self._empty_answers = True
                 self._add({"role": "system", "content": EMPTY_RETRY}, _RETRY)
                 continue
             if len(reply.calls) == 1:
@@ -473,16 +482,17 @@ class LeanLoop:
                 async with asyncio.TaskGroup() as group:
                     tasks = [group.create_task(self._call(*c, retries)) for c in reply.calls]
                 answers = [task.result() for task in tasks]
-            for n, (content, retried) in enumerate(answers):
-                call_id, name, args = reply.calls[n]
-                if retried and content.startswith('{"error":"The arguments for tool'):
-                    # what pydantic-ai sends back for unparseable arguments (servers reject the
-                    # raw text in history); the store and history keep what the model sent
-                    wire["tool_calls"][n]["function"]["arguments"] = dumps({"INVALID_JSON": args})
+            for (call_id, name, _), (content, retried) in zip(reply.calls, answers, strict=True):
                 self._add(
                     {"role": "tool", "tool_call_id": call_id, "content": content},
                     _ToolMeta(name, retried),
                 )
+
+    def _wire(self) -> list[dict[str, Any]]:
+        messages = self._system + self.messages
+        if self._empty_answers:  # an empty answer is kept (history, store) but never sent
+            messages = [m for m in messages if m["role"] != "assistant" or _sendable(m)]
+        return messages
 
     def _delta(self, text: str) -> None:
         self.session.emit("delta", text=text)
@@ -559,6 +569,21 @@ class LeanLoop:
 def usage_responses(replies: Sequence[Reply]) -> list[ModelResponse]:
     """The ``usage`` event's responses, as the pydantic-ai engine reports them."""
     return [_response({"content": r.text}, r) for r in replies]
+
+
+def _sendable(message: dict[str, Any]) -> bool:
+    return bool(message.get("content") or message.get("tool_calls"))
+
+
+def wire_arguments(args: str) -> str:
+    """Tool-call arguments as sent back in the history, as pydantic-ai sends them: compact JSON,
+    and unparseable text wrapped as ``{"INVALID_JSON": text}`` (servers reject it raw); the
+    store, the cassette and ``history`` keep what the model sent."""
+    try:
+        value = json.loads(args) if args.strip() else {}
+    except (ValueError, RecursionError):  # nested too deeply to parse is unusable too
+        return dumps({"INVALID_JSON": args})
+    return dumps(value)
 
 
 def _last_text(messages: Sequence[dict[str, Any]]) -> str:

@@ -81,7 +81,10 @@ def tools_fragment(tools: list[dict[str, Any]]) -> str:
 
 def request_body(model: str, messages: list[dict[str, Any]], tools: str, stream: bool) -> bytes:
     """A Chat Completions request: the tools text is spliced in as it is (serialized once)."""
-    tail = ',"stream":true,"stream_options":{"include_usage":true}}' if stream else "}"
+    tail = (
+        ',"stream":true,"stream_options":{"include_usage":true}}' if stream else ',"stream":false}'
+    )
+
     return ('{"model":' + dumps(model) + ',"messages":' + dumps(messages) + tools + tail).encode()
 
 
@@ -179,7 +182,9 @@ class StreamAccumulator:
             self.reply.model_name = chunk["model"]
         if chunk.get("usage"):
             _usage_into(self.reply, chunk["usage"])
-        choices = chunk.get("choices") or ()
+        choices = chunk.get("choices")
+        if choices is None:
+            choices = []
         if not isinstance(choices, list):
             raise _bad("a stream chunk whose choices is not a list")
         delta_text = ""

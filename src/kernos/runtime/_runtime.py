@@ -113,8 +113,10 @@ class Runtime:
         session_id: str | None = None,
         on_event: Callable[[SessionEvent], None] | None = None,
         record_turns: bool = True,
+        stream: bool = False,
     ) -> Session:
-        """A new session for ``agent`` (its instructions and model unless overridden)."""
+        """A new session for ``agent`` (its instructions and model unless overridden);
+        ``stream``: its text arrives as ``delta`` events too."""
         from kernos.runtime._session import Session
 
         definition = self.config.agent(agent)
@@ -128,4 +130,5 @@ class Runtime:
             on_event=on_event,
             retries=self.config.retries,
             workspace=self.workspace,
+            stream=stream,
         )
