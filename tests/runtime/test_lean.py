@@ -356,3 +356,34 @@ async def test_both_engines_record_the_same_cassette(
                 call.pop("id")  # the server numbers its calls
         written[engine] = turns
     assert written["lean"] == written["pydantic-ai"]
+
+
+# -- connections ---------------------------------------------------------------------------------
+
+
+async def test_one_pooled_client_per_endpoint_and_no_ca_bundle_for_http(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ssl
+
+    from kernos.runtime._lean_wire import shared_endpoint
+
+    loaded: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loaded.append(args or kwargs)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    plain = shared_endpoint("http://127.0.0.1:9/v1", "k")
+    assert plain is shared_endpoint("http://127.0.0.1:9/v1", "k")
+    assert plain.client() is plain.client()
+    assert loaded == []  # http:// never reads the CA bundle
+    secure = shared_endpoint("https://127.0.0.1:9/v1", "k")
+    assert secure.client() is not plain.client()
+    assert len(loaded) == 1  # https:// reads it once, for its one client
+    secure.client()
+    assert len(loaded) == 1
+    await plain.aclose()
+    await secure.aclose()
