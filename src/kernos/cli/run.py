@@ -49,9 +49,11 @@ def activity(event: SessionEvent) -> None:
 class AnswerStream:
     """Writes the agent's streamed text to stdout as it arrives (``--stream``).
 
-    Each answer is written as it comes; answers are separated by a newline. :meth:`finish` then
-    writes the final answer only if it was not the last text streamed (a model that cannot
-    stream, an error), so stdout always ends with the final answer and a newline.
+    Text written while background children are still running is held back (more turns will
+    follow, so it is not the final answer); other text is written as it comes, answers separated
+    by a newline. :meth:`finish` then writes the final answer unless it was the last text
+    streamed (a model that cannot stream, an answer held back), so stdout always ends with the
+    final answer and a newline.
     """
 
     def __init__(self) -> None:
@@ -61,13 +63,16 @@ class AnswerStream:
 
     def __call__(self, event: SessionEvent) -> None:
         if event.kind == "delta":
+            if event.data.get("background"):
+                return  # not the last answer: children are running, their news comes next
             if not self.current and self.any:
                 _write("\n")  # a new answer after an earlier one
             self.current.append(event.data["text"])
             self.any = True
             _write(event.data["text"])
-        elif event.kind in ("tool_call", "text") and self.current:
-            self.last = "".join(self.current)  # one answer is complete
+        elif event.kind in ("tool_call", "text"):
+            if self.current:
+                self.last = "".join(self.current)  # one answer is complete
             self.current = []
 
     def finish(self, final: str) -> None:

@@ -495,7 +495,7 @@ class LeanLoop:
         return messages
 
     def _delta(self, text: str) -> None:
-        self.session.emit("delta", text=text)
+        self.session.emit_delta(text)
 
     async def _call(
         self, call_id: str, name: str, args: str, retries: dict[str, int]

@@ -43,7 +43,8 @@ pydantic_ai.BANNER_ENABLED = False
 class SessionEvent:
     """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
     ``tool_result``, ``usage`` (the turn's model responses), ``delta`` (a piece of streamed
-    assistant text, ``data["text"]``; only when the session streams), ``text`` or ``idle``."""
+    assistant text, ``data["text"]``; only when the session streams; see
+    :meth:`Session.emit_delta`), ``text`` or ``idle``."""
 
     session_id: str
     agent: str
@@ -112,6 +113,7 @@ class Session:
         self._stop_requested = False
         self._results: dict[str, ToolResult] = {}
         self._history: list[ModelMessage] = []
+        self._watchers: Sequence[Watcher] = ()
         lean = lean_model_for(model, engine)
         self._lean = None if lean is None else LeanLoop(self, lean)
         self._agent = (
@@ -216,9 +218,23 @@ class Session:
             self.emit("idle", text=final)
             return final
 
+    def emit_delta(self, text: str) -> None:
+        """A piece of streamed assistant text: ``delta`` with ``text`` and ``background`` (true
+        while background work of :meth:`serve` is outstanding, so more turns will follow and
+        this answer is not the last)."""
+        background = any(w.outstanding() for w in self._watchers) or bool(self._queue)
+        self.emit("delta", text=text, background=background)
+
     async def serve(self, text: str, watchers: Sequence[Watcher] = ()) -> str:
         """Prompt, then keep delivering queued messages as new turns until no watcher has
         outstanding work and nothing is queued; returns the last assistant text."""
+        self._watchers = watchers
+        try:
+            return await self._serve(text, watchers)
+        finally:
+            self._watchers = ()
+
+    async def _serve(self, text: str, watchers: Sequence[Watcher]) -> str:
         final = await self.prompt(text)
         while True:
             queued = self.take_queued()
@@ -268,7 +284,7 @@ class Session:
                         async with node.stream(run.ctx) as events:
                             async for event in events:
                                 if piece := _text_delta(event):
-                                    self.emit("delta", text=clean_text(piece))
+                                    self.emit_delta(clean_text(piece))
                 node = await run.next(node)
                 self._history = run.all_messages()
             self._history = run.all_messages()
