@@ -43,6 +43,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from kernos.runtime._clean import clean_response
 from kernos.runtime._secrets import scrub_text
 from kernos.runtime._store import redact
 
@@ -202,7 +203,8 @@ class RecordingModel(WrapperModel):
             messages, model_settings, model_request_parameters, run_context
         ) as stream:
             yield stream
-        self._record(messages, stream.get())
+        # a streamed answer passes CleanTextModel by: clean what is written, as for request()
+        self._record(messages, clean_response(stream.get()))
 
     def _record(self, messages: Sequence[ModelMessage], response: ModelResponse) -> None:
         self._write(_turn_from_response(messages, response))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_ai
-from pydantic_ai import Agent
+from pydantic_ai import Agent, CallToolsNode
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -28,7 +28,7 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
-from kernos.runtime._clean import clean_model
+from kernos.runtime._clean import clean_model, clean_response
 from kernos.runtime._lean import LeanLoop, lean_model_for, usage_responses
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
@@ -285,6 +285,13 @@ class Session:
                             async for event in events:
                                 if piece := _text_delta(event):
                                     self.emit_delta(clean_text(piece))
+                        node = await run.next(node)
+                        if isinstance(node, CallToolsNode):  # before its tools run
+                            # a streamed answer bypasses CleanTextModel.request: clean it here
+                            response = node.model_response
+                            response.parts[:] = clean_response(response).parts
+                        self._history = run.all_messages()
+                        continue
                 node = await run.next(node)
                 self._history = run.all_messages()
             self._history = run.all_messages()
