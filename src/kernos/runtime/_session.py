@@ -289,7 +289,7 @@ class Session:
                         if isinstance(node, CallToolsNode):  # before its tools run
                             # a streamed answer bypasses CleanTextModel.request: clean it here
                             response = node.model_response
-                            response.parts[:] = clean_response(response).parts
+                            response.parts = clean_response(response).parts
                         self._history = run.all_messages()
                         continue
                 node = await run.next(node)
