@@ -161,14 +161,18 @@ async def run_agent(
     on_event: Callable[[SessionEvent], None] | None = None,
     session_id: str | None = None,
     history: Sequence[Any] = (),
+    stream: bool = False,
 ) -> RunOutcome:
     """Run ``agent`` on ``prompt`` with every subsystem's tools; wait for background children
     (and deliver their completions) unless ``wait`` is false. ``session_id`` and ``history``
-    continue an earlier session (``kernos run --continue``): its id, its restored messages."""
+    continue an earlier session (``kernos run --continue``): its id, its restored messages;
+    ``stream``: the agent's text arrives as ``delta`` events while it is written."""
     session: Session | None = None
     options: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
     try:
-        async with agent_session(runtime, agent, on_event=on_event, wait=wait, **options) as (
+        async with agent_session(
+            runtime, agent, on_event=on_event, wait=wait, stream=stream, **options
+        ) as (
             session,
             toolsets,
         ):

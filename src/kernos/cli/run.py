@@ -88,6 +88,59 @@ def activity(event: SessionEvent) -> None:
         err.print(Text.assemble(who, " ", mark, " ", _clip(first)))
 
 
+class AnswerStream:
+    """Writes the agent's streamed text to stdout as it arrives (``--stream``).
+
+    Text written while background children are still running is held back (more turns will
+    follow, so it is not the final answer); other text is written as it comes, answers separated
+    by a newline. :meth:`finish` then writes the final answer unless it was the last text
+    streamed (a model that cannot stream, an answer held back), so stdout always ends with the
+    final answer and a newline.
+    """
+
+    def __init__(self) -> None:
+        self.current: list[str] = []
+        self.last = ""
+        self.any = False
+
+    def __call__(self, event: SessionEvent) -> None:
+        if event.kind == "delta":
+            if event.data.get("background"):
+                return  # not the last answer: children are running, their news comes next
+            if not self.current and self.any:
+                _write("\n")  # a new answer after an earlier one
+            self.current.append(event.data["text"])
+            self.any = True
+            _write(event.data["text"])
+        elif event.kind in ("tool_call", "text"):
+            if self.current:
+                self.last = "".join(self.current)  # one answer is complete
+            self.current = []
+
+    def finish(self, final: str) -> None:
+        if self.current:
+            self.last = "".join(self.current)
+            self.current = []
+        if self.any and self.last == final:
+            _write("\n")
+        elif final:
+            if self.any:
+                _write("\n")
+            write_stdout(final)
+        elif self.any:
+            _write("\n")
+
+
+def _write(text: str) -> None:
+    """Streamed text on stdout, flushed; unencodable characters replaced, never a crash."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))
+    sys.stdout.flush()
+
+
 def _say_interrupted(signum: int) -> None:
     import signal
 
@@ -176,6 +229,13 @@ def register(app: typer.Typer) -> None:
                 "the run and its children are cancelled and kernos exits 124.",
             ),
         ] = None,
+        stream: Annotated[
+            bool,
+            typer.Option(
+                "--stream/--no-stream",
+                help="Write the answer to stdout as it arrives (--no-stream: once, at the end).",
+            ),
+        ] = True,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
         import asyncio
@@ -202,8 +262,12 @@ def register(app: typer.Typer) -> None:
         with config_errors():
             usage = UsageRecorder(runtime.store)
 
+        streamed = AnswerStream()
+
         def on_event(event: SessionEvent) -> None:
             usage(event)
+            if stream:
+                streamed(event)
             if not quiet:
                 activity(event)
 
@@ -227,6 +291,7 @@ def register(app: typer.Typer) -> None:
                                 on_event=on_event,
                                 session_id=resumed.session_id if resumed else None,
                                 history=resumed.history if resumed else (),
+                                stream=stream,
                             ),
                             seconds,
                         ),
@@ -254,7 +319,9 @@ def register(app: typer.Typer) -> None:
             from kernos.runtime._usage import summary_line, total
 
             err.print(summary_line(total(usage.priced())), markup=False)
-        if outcome.text:
+        if stream:
+            streamed.finish(outcome.text)
+        elif outcome.text:
             write_stdout(outcome.text)
         if outcome.error:
             raise fail(f"the run failed: {outcome.error}", EXIT_FAILED)

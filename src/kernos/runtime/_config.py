@@ -10,7 +10,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -89,6 +89,8 @@ class ModelAlias(_Strict):
     base_url: str | None = None
     api_key_env: str | None = None
     concurrency: int | None = Field(default=None, ge=0)
+    #: ``"pydantic-ai"`` keeps an OpenAI-compatible model on pydantic-ai (default: the lean engine)
+    engine: Literal["lean", "pydantic-ai"] | None = None
 
 
 class AgentConfig(_Budgeted):

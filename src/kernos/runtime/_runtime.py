@@ -115,9 +115,11 @@ class Runtime:
         session_id: str | None = None,
         on_event: Callable[[SessionEvent], None] | None = None,
         record_turns: bool = True,
+        stream: bool = False,
     ) -> Session:
         """A new session for ``agent`` (its instructions and model unless overridden); one that
-        records its turns is noted in the store's ``sessions`` table.
+        records its turns is noted in the store's ``sessions`` table. ``stream``: its text
+        arrives as ``delta`` events too.
 
         ``session_id`` of an earlier session continues that id: assign the restored history
         (:func:`kernos.runtime.load_history`) before the first prompt.
@@ -136,6 +138,7 @@ class Runtime:
             on_event=on_event,
             retries=self.config.retries,
             workspace=self.workspace,
+            stream=stream,
         )
         if record_turns:  # a top-level session: `kernos sessions` lists it, `run --session` too
             record_session(self.store, session.session_id, agent, model_name)
