@@ -42,6 +42,7 @@ from kernos.runtime._cassette import RecordingModel, ReplayModel
 from kernos.runtime._config import ConfigError
 from kernos.runtime._lean_wire import Reply, dumps, request_body, shared_endpoint, tools_fragment
 from kernos.runtime._toolset import KernosToolset
+from kernos.runtime._trace import capture_content, chat_span
 
 if TYPE_CHECKING:
     from kernos.runtime._session import Session
@@ -451,7 +452,10 @@ class LeanLoop:
         while True:
             if session._stop_requested or not session._before_request():
                 return _last_text(self.messages), replies, start
-            reply = await self.model.answer(self._wire(), self._tools(), on_delta)
+            wire_messages = self._wire()
+            with chat_span(session.model.model_name, wire_messages) as traced:
+                reply = await self.model.answer(wire_messages, self._tools(), on_delta)
+                traced.set_genai(reply_attributes(reply))
             replies.append(reply)
             wire: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
             if reply.calls:
@@ -590,3 +594,19 @@ def _last_text(messages: Sequence[dict[str, Any]]) -> str:
         if message.get("role") == "assistant" and message.get("content"):
             return str(message["content"])
     return ""
+
+
+def reply_attributes(reply: Reply) -> dict[str, Any]:
+    """A model answer's figures under the GenAI convention's names (for its ``chat`` span)."""
+    values: dict[str, Any] = {
+        "gen_ai.response.model": reply.model_name,
+        "gen_ai.usage.input_tokens": reply.input_tokens,
+        "gen_ai.usage.output_tokens": reply.output_tokens,
+        "gen_ai.response.finish_reasons": [reply.finish_reason] if reply.finish_reason else None,
+    }
+    if capture_content(os.environ):
+        output: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.calls:
+            output["tool_calls"] = [{"id": i, "name": n, "arguments": a} for i, n, a in reply.calls]
+        values["gen_ai.output.messages"] = json.dumps([output], ensure_ascii=False)
+    return values

@@ -16,6 +16,7 @@ message content included, goes through the one secret scrubber first.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,9 @@ class _NoSpan:
     def set(self, **values: Any) -> None:
         """Add attributes to the span (nothing to add them to here)."""
 
+    def set_genai(self, values: Mapping[str, Any]) -> None:
+        """Add convention-named attributes (nothing to add them to here)."""
+
     def __enter__(self) -> _NoSpan:
         return self
 
@@ -116,6 +120,11 @@ class _Span:
         """Add attributes (``kernos.``-prefixed, like :func:`span`'s) to the running span."""
         if self._span is not None:
             self._span.set_attributes(attributes(values))
+
+    def set_genai(self, values: Mapping[str, Any]) -> None:
+        """Add attributes as named (the GenAI convention's ``gen_ai.*``); ``None`` dropped."""
+        if self._span is not None:
+            self._span.set_attributes({k: v for k, v in values.items() if v is not None})
 
     def __enter__(self) -> _Span:
         from opentelemetry import trace
@@ -174,6 +183,24 @@ def span(name: str, /, *, link: bool = False, **values: Any) -> _Span | _NoSpan:
     if isinstance(tracer, bool):
         return _NO_SPAN
     return _Span(tracer, name, attributes(values), link)
+
+
+def chat_span(model: str, messages: Any) -> _Span | _NoSpan:
+    """A model request of the lean engine as the GenAI convention's ``chat MODEL`` span (what
+    pydantic-ai's instrumentation makes for its engine); ``messages`` (the request's messages,
+    serialized only when tracing and content capture are on) become ``gen_ai.input.messages``.
+    Add the answer's figures with :meth:`_Span.set_genai`."""
+    tracer = _tracer if _tracer is not None else _configure(os.environ)
+    if isinstance(tracer, bool):
+        return _NO_SPAN
+    values: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": model,
+    }
+    if capture_content(os.environ):
+        values["gen_ai.input.messages"] = json.dumps(messages, ensure_ascii=False, default=str)
+    return _Span(tracer, f"chat {model}", values, False)
 
 
 def enabled() -> bool:
