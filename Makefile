@@ -35,9 +35,12 @@ OTHER_ENGINE := pydantic-ai
 OTHER_ENGINE_TESTS := tests/runtime tests/cli/test_run.py tests/cli/test_stream.py \
 	tests/tasks/test_e2e.py tests/output/test_end_to_end.py tests/output/test_model_supplied.py \
 	tests/compress/test_e2e.py
+## one pytest worker per core (pytest-xdist): each test owns its ports, files and servers
+PYTEST_WORKERS ?= auto
 pytest: $(STAMP) inspector
-	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest
-	KERNOS_REQUIRE_POSTGRES=1 KERNOS_ENGINE=$(OTHER_ENGINE) $(BIN)/pytest $(OTHER_ENGINE_TESTS)
+	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS)
+	KERNOS_REQUIRE_POSTGRES=1 KERNOS_ENGINE=$(OTHER_ENGINE) $(BIN)/pytest -n $(PYTEST_WORKERS) \
+	  $(OTHER_ENGINE_TESTS)
 
 ## the MCP Inspector CLI (npm) that tests/serve drives against `kernos mcp`; skipped without npm
 INSPECTOR := $(VENV)/npm/node_modules/.bin/mcp-inspector
