@@ -10,7 +10,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -90,6 +90,16 @@ class TasksConfig(_Strict):
 
     max_depth: int = Field(default=1, ge=0)
     concurrency: int = Field(default=5, ge=0)
+    #: which engine runs children: ``local`` (in this process), ``dbos`` (DBOS queues, shared by
+    #: every process on the same store), ``auto`` (``dbos`` on Postgres, else ``local``)
+    engine: Literal["auto", "local", "dbos"] = "auto"
+    #: ``kernos run`` executes queued children too (``dbos`` engine); false: only workers do
+    run_executes: bool = True
+    #: a child whose executor died: ``resume`` from its last completed step, or ``lost``;
+    #: ``auto`` is ``resume`` on Postgres, ``lost`` on SQLite
+    on_crash: Literal["auto", "resume", "lost"] = "auto"
+    #: seconds between executor heartbeats; an executor silent for 3 beats is dead
+    heartbeat: float = Field(default=5.0, gt=0)
 
 
 class OutputConfig(_Strict):
