@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Protocol
 from kernos.tasks._state import SETTLED, TaskStatus
 
 if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
     from kernos.runtime import Config
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
 
@@ -38,6 +40,9 @@ class TaskEngine(Protocol):
     def start(self, record: TaskRecord, text: str) -> None:
         """Start (or queue) ``record``'s next run with ``text`` as its message; sets
         ``record.runner``. A child admitted at once is ``running`` on return."""
+
+    def child_model(self, model: Model) -> Model:
+        """The model a child session runs on (the DBOS engine makes its requests steps)."""
 
     def queue_position(self, record: TaskRecord) -> int | None:
         """1-based place of a pending child in its model's queue (``None``: not queued)."""
@@ -59,12 +64,15 @@ def engine_name(config: Config, store_url: str | None = None) -> str:
     ``auto`` means ``dbos`` on a Postgres store and ``local`` otherwise."""
     chosen = os.environ.get(ENGINE_ENV, "").strip().lower() or config.tasks.engine
     if chosen == "auto":
-        postgres = (store_url or "").startswith(("postgres://", "postgresql"))
+        url = store_url or os.environ.get("KERNOS_STORE_URL", "")
+        postgres = url.startswith(("postgres://", "postgresql"))
         return "dbos" if postgres else "local"
     if chosen not in ("local", "dbos"):
         from kernos.runtime import ConfigError
 
-        raise ConfigError(f"{ENGINE_ENV}={chosen!r} is not an engine; use local or dbos")
+        raise ConfigError(
+            "environment", ENGINE_ENV, f"{chosen!r} is not a task engine", "use local or dbos"
+        )
     return chosen
 
 
@@ -73,7 +81,8 @@ def make_engine(scheduler: TaskScheduler) -> TaskEngine:
     if name == "dbos":
         from kernos.tasks._dbos import DBOSEngine
 
-        return DBOSEngine(scheduler)
+        engine: TaskEngine = DBOSEngine(scheduler)
+        return engine
     return LocalEngine(scheduler)
 
 
@@ -136,6 +145,9 @@ class LocalEngine:
         if slots is None:
             slots = self._slots[model_name] = _Slots(model_limit(self.scheduler.config, model_name))
         return slots
+
+    def child_model(self, model: Model) -> Model:
+        return model
 
     def queue_position(self, record: TaskRecord) -> int | None:
         return self._slots_for(record.model_name).position(record)

@@ -181,7 +181,7 @@ class TaskManager(TaskScheduler):
             if name in parent.tools and name not in TASK_TOOL_NAMES
         ]
         child = Session(
-            self.runtime.model(model_name),
+            self.engine.child_model(self.runtime.model(model_name)),
             instructions,
             tools,
             agent=agent,

@@ -84,6 +84,7 @@ class TaskScheduler:
         self.store = TaskStore(runtime.store)
         self.records: dict[str, TaskRecord] = {}
         self._engine: TaskEngine | None = None
+        self._engine = make_engine(self)  # the DBOS engine starts launching now
         self._outbox: dict[str, tuple[Session, list[str]]] = {}
         self._flush_scheduled = False
         self._changed = asyncio.Event()
