@@ -25,11 +25,9 @@ import asyncio
 import concurrent.futures
 import contextvars
 import logging
-import os
-import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dbos import DBOS, DBOSConfig, SetWorkflowID, StepOptions
@@ -39,8 +37,9 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from kernos.tasks._engine import model_limit
-from kernos.tasks._state import SETTLED, TaskStatus
+from kernos.tasks._engine import crash_mode, model_limit
+from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
+from kernos.tasks._store import executor_id
 
 if TYPE_CHECKING:
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
@@ -56,11 +55,13 @@ POLL_SECONDS = 0.1
 _QUEUE_SCAN_SECONDS = 1.1
 
 ContextItems = list[tuple[contextvars.ContextVar[Any], Any]]
-
-
-def executor_id() -> str:
-    """This process as an executor: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+#: how a queued run was admitted: here (the workflow's context, and a future for its end
+#: status), or ``None``: by another process
+Admission = tuple[ContextItems, "asyncio.Future[str]"] | None
+#: runs another process's child here: (task id, first message, epoch, context) → end status
+RemoteRun = Callable[[str, str, int, ContextItems], Awaitable[str]]
+#: how often the store is read for children other processes run, and heartbeats' reaper
+FOLLOW_SECONDS = 0.25
 
 
 def queue_name(model_name: str) -> str:
@@ -231,7 +232,7 @@ class DBOSEngine:
         scheduler: TaskScheduler,
         *,
         listen: Sequence[str] | None = None,
-        remote: Any = None,
+        remote: RemoteRun | None = None,
     ) -> None:
         self.scheduler = scheduler
         runtime = scheduler.runtime
@@ -239,7 +240,13 @@ class DBOSEngine:
         if listen is None and not scheduler.config.tasks.run_executes:
             listen = []
         self.listen = listen
-        self.remote = remote
+        self.remote = remote if remote is not None else (
+            self.run_remote if scheduler.config.tasks.run_executes else None
+        )  # fmt: skip
+        self.on_crash = crash_mode(scheduler.config, getattr(runtime, "store_url", None))
+        self.heartbeat = scheduler.config.tasks.heartbeat
+        self._beats: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self.executor = executor_id()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._launched = False
@@ -248,7 +255,7 @@ class DBOSEngine:
         # DBOS launches in the background from the start, so the first child does not wait
         self._boot = threading.Thread(target=self._acquire, name="kernos-dbos-launch", daemon=True)
         self._boot.start()
-        self._admissions: dict[str, asyncio.Future[tuple[ContextItems, asyncio.Future[str]]]] = {}
+        self._admissions: dict[str, asyncio.Future[Admission]] = {}
         self._order: list[TaskRecord] = []  # pending beyond the limit, in spawn order
         self._live: set[TaskRecord] = set()  # started and not yet ended
         self._finished: list[str] = []
@@ -288,6 +295,14 @@ class DBOSEngine:
                 await DBOS.delete_workflows_async(done)
         except Exception as exc:  # the records stay; nothing else depends on them
             log.warning("tasks: could not delete %d finished workflow(s): %s", len(done), exc)
+        for task in (self._beats, self._watcher):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        try:
+            self.scheduler.store.retire(self.executor)
+        except Exception as exc:
+            log.warning("tasks: could not retire executor %s: %s", self.executor, exc)
         if self in _ENGINES:
             _ENGINES.remove(self)
         self._launched = False
@@ -332,6 +347,8 @@ class DBOSEngine:
                     raise self._boot_error
                 self._launched = True
                 _ENGINES.append(self)
+                self._beats = self.loop.create_task(self._beat_and_reap())
+                self._watcher = self.loop.create_task(self._watch())
             if model_name is not None:
                 limit = model_limit(self.scheduler.config, model_name) or None
                 await asyncio.to_thread(_Launch.queue, queue_name(model_name), limit)
@@ -350,13 +367,18 @@ class DBOSEngine:
     async def _run(self, record: TaskRecord, text: str) -> None:
         assert self.loop is not None
         wf_id = workflow_id(record.id, record.run_epoch)
-        admitted: asyncio.Future[tuple[ContextItems, asyncio.Future[str]]]
+        admitted: asyncio.Future[Admission]
         admitted = self.loop.create_future()
         self._admissions[wf_id] = admitted
         try:
             try:
                 await self.ready(record.model_name, enqueue=(wf_id, record, text))
-                items, done = await admitted
+                admission = await admitted
+                if admission is None:  # another process took it: follow it in the store
+                    self._admissions.pop(wf_id, None)
+                    await self._follow(record)
+                    return
+                items, done = admission
             except asyncio.CancelledError:
                 await asyncio.shield(self._cancel_workflow(wf_id))
                 self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
@@ -380,6 +402,116 @@ class DBOSEngine:
             if not done.done():
                 done.set_result(str(record.status))
             self._finished.append(wf_id)
+
+    # -- children other processes run ------------------------------------------------------
+    async def _watch(self) -> None:
+        """Resolve the admission of every queued child another process has taken."""
+        store = self.scheduler.store
+        while True:
+            await asyncio.sleep(FOLLOW_SECONDS)
+            waiting = {wf: fut for wf, fut in self._admissions.items() if not fut.done()}
+            if not waiting:
+                continue
+            by_task = {wf.partition(".")[0]: wf for wf in waiting}
+            marks = ", ".join("?" for _ in by_task)
+            try:
+                rows = await asyncio.to_thread(
+                    store.store.query,
+                    f"SELECT id, executor, status FROM tasks WHERE id IN ({marks})",
+                    list(by_task),
+                )
+            except Exception as exc:
+                log.warning("tasks: could not read queued children: %s", exc)
+                continue
+            for row in rows:
+                elsewhere = row["executor"] and row["executor"] != self.executor
+                if elsewhere or row["status"] not in {str(s) for s in ACTIVE}:
+                    future = waiting.get(by_task[row["id"]])
+                    if future is not None and not future.done():
+                        future.set_result(None)
+
+    async def _follow(self, record: TaskRecord) -> None:
+        """Mirror a child another process runs until its run ends; notice the parent once."""
+        store = self.scheduler.store
+        while True:
+            row = await asyncio.to_thread(store.get, record.id)
+            if row is None:
+                return
+            record.executor = row["executor"]
+            status = TaskStatus(row["status"])
+            if status == TaskStatus.RUNNING and record.status != TaskStatus.RUNNING:
+                record.status, record.started_at = status, row["started_at"]
+                self.scheduler._wake()
+            if status in SETTLED or status in FINAL:
+                break
+            await asyncio.sleep(FOLLOW_SECONDS)
+        self._live.discard(record)
+        record.status = status
+        record.final_text = row["final_text"] or ""
+        record.error = row["error"]
+        record.started_at = row["started_at"] or record.started_at
+        record.finished_at = row["finished_at"]
+        wakes = record.background and status in NOTIFY and record.end_as is None
+        if wakes and store.claim_notice(record.id, record.run_epoch):  # once, whoever asks
+            self.scheduler._notify(record)
+        self.scheduler._wake()
+
+    async def run_remote(self, task_id: str, text: str, epoch: int, items: ContextItems) -> str:
+        """Run a child another process spawned (or one whose executor died), rebuilt from the
+        store and this process's config; its end status."""
+        store = self.scheduler.store
+        row = await asyncio.to_thread(store.get, task_id)
+        if row is None or row["status"] not in {str(s) for s in ACTIVE}:
+            return "skipped"
+        if not await asyncio.to_thread(store.claim, task_id, self.executor, resume=True):
+            return "skipped"
+        rebuild = getattr(self.scheduler, "rebuild", None)
+        if rebuild is None:
+            return "skipped"
+        record: TaskRecord = rebuild(row, epoch)
+        record.executor = self.executor
+        record.runner = asyncio.current_task()
+        self.scheduler.records[record.id] = record
+        self.scheduler.watch_cancels()
+        for var, value in items:
+            var.set(value)
+        try:
+            await self.scheduler.run_child(record, text)
+        finally:
+            self._finished.append(workflow_id(task_id, epoch))
+        return str(record.status)
+
+    async def _beat_and_reap(self) -> None:
+        """Heartbeat this executor; holding the reaper lease, settle the children of executors
+        silent for three beats: resumed here (``on_crash = "resume"``) or ``lost``."""
+        store = self.scheduler.store
+        while True:
+            try:
+                await asyncio.to_thread(store.beat, self.executor)
+                silent = self.heartbeat * 3
+                if await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
+                    for dead in await asyncio.to_thread(store.dead_executors, silent):
+                        await self._reap(dead)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("tasks: heartbeat or reaper failed: %s", exc)
+            await asyncio.sleep(self.heartbeat)
+
+    async def _reap(self, dead: str) -> None:
+        store = self.scheduler.store
+        rows = await asyncio.to_thread(store.running_on, dead)
+        if self.on_crash == "resume":
+            log.warning("tasks: executor %s is silent; resuming its %d task(s)", dead, len(rows))
+            for row in rows:  # ours now: a second reaper pass does not recover them again
+                store.update(row["id"], executor=self.executor)
+            store.flush()
+            await asyncio.to_thread(DBOS._recover_pending_workflows, [dead])
+            return
+        for row in rows:
+            reason = f"its executor {dead} stopped answering before the task finished"
+            await asyncio.to_thread(store.mark_lost, row["id"], row["status"], reason)
+            await self._cancel_workflow(workflow_id(row["id"], row["run_epoch"]))
 
     async def _recorded(self, wf_ids: Sequence[str], timeout: float = 10.0) -> None:
         """Wait until each workflow's body has recorded its outcome (it does so just after the
@@ -418,9 +550,12 @@ class DBOSEngine:
 
     async def hand_over_remote(self, task_id: str, text: str, epoch: int, items: Any) -> str:
         """(DBOS's loop) Run another process's child here (see ``remote``)."""
-        assert self.loop is not None
-        handed = asyncio.run_coroutine_threadsafe(
-            self.remote(task_id, text, epoch, items), self.loop
-        )
+        assert self.loop is not None and self.remote is not None
+        remote = self.remote
+
+        async def run() -> str:
+            return await remote(task_id, text, epoch, items)
+
+        handed = asyncio.run_coroutine_threadsafe(run(), self.loop)
         result: str = await asyncio.wrap_future(handed)
         return result

@@ -64,9 +64,7 @@ def engine_name(config: Config, store_url: str | None = None) -> str:
     ``auto`` means ``dbos`` on a Postgres store and ``local`` otherwise."""
     chosen = os.environ.get(ENGINE_ENV, "").strip().lower() or config.tasks.engine
     if chosen == "auto":
-        url = store_url or os.environ.get("KERNOS_STORE_URL", "")
-        postgres = url.startswith(("postgres://", "postgresql"))
-        return "dbos" if postgres else "local"
+        return "dbos" if _postgres(store_url) else "local"
     if chosen not in ("local", "dbos"):
         from kernos.runtime import ConfigError
 
@@ -74,6 +72,19 @@ def engine_name(config: Config, store_url: str | None = None) -> str:
             "environment", ENGINE_ENV, f"{chosen!r} is not a task engine", "use local or dbos"
         )
     return chosen
+
+
+def _postgres(store_url: str | None) -> bool:
+    url = store_url or os.environ.get("KERNOS_STORE_URL", "")
+    return url.startswith(("postgres://", "postgresql"))
+
+
+def crash_mode(config: Config, store_url: str | None = None) -> str:
+    """``[tasks] on_crash``: ``auto`` is ``resume`` on a Postgres store, ``lost`` otherwise."""
+    mode = config.tasks.on_crash
+    if mode == "auto":
+        return "resume" if _postgres(store_url) else "lost"
+    return mode
 
 
 def make_engine(scheduler: TaskScheduler) -> TaskEngine:

@@ -8,6 +8,7 @@ and :class:`TaskToolset` is the manager as one session's toolset.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from kernos.runtime import BaseToolset, ConfigError, Runtime, Session
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+from kernos.tasks._state import TaskStatus
 from kernos.tasks._tools import task_tools
 
 #: The tools only a parent gets; never granted to a child below the depth limit.
@@ -59,11 +61,16 @@ class TaskManager(TaskScheduler):
         self._categories = tuple(sorted(self.config.categories))
         self._agents = tuple(sorted(self.config.agents))
         self._depth: dict[str, int] = {}
+        #: the tools a child rebuilt from the store may be granted, by name (a worker's
+        #: configured tools; in ``kernos run``, its main session's)
+        self.remote_tools: dict[str, ToolSpec[Any]] | None = None
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
         """The four task tools bound to ``session`` (a top-level session has ``depth`` 0)."""
         self._depth[session.session_id] = depth
+        if depth == 0 and self.remote_tools is None:
+            self.remote_tools = session.tools  # the same config's tools, for others' children
         return task_tools(self, session)
 
     def grantable(self, session: Session) -> tuple[str, ...]:
@@ -161,36 +168,7 @@ class TaskManager(TaskScheduler):
         grants: Sequence[str],
     ) -> TaskRecord:
         record = TaskRecord(self._new_id(), parent, item, model_name, depth, background)
-        if item.category is not None:
-            category = self.config.categories.get(item.category)
-            instructions = (category.instructions if category else "") or prompt_text(
-                "worker_instructions.md"
-            )
-            agent = item.category
-            own_tools: list[str] = []
-        else:
-            definition = self.config.agent(item.subagent_type or "")
-            instructions, agent, own_tools = (
-                definition.instructions,
-                item.subagent_type or "",
-                definition.tools or [],
-            )
-        tools = [
-            parent.tools[name]
-            for name in dict.fromkeys([*grants, *own_tools])
-            if name in parent.tools and name not in TASK_TOOL_NAMES
-        ]
-        child = Session(
-            self.engine.child_model(self.runtime.model(model_name)),
-            instructions,
-            tools,
-            agent=agent,
-            session_id="s_" + record.id.removeprefix("t_"),
-            store=None,  # the transcript is kept as task events
-            on_event=lambda event: self._on_child_event(record, event),
-        )
-        if depth < self.config.tasks.max_depth:
-            child.add_tools(self.tools_for(child, depth=depth))
+        child = self._child_session(record, parent.tools, grants)
         record.session = child
         self.records[record.id] = record
         self.store.insert(
@@ -212,9 +190,72 @@ class TaskManager(TaskScheduler):
                 "residency": str(record.residency),
                 "run_epoch": record.run_epoch,
                 "created_at": record.created_at,
+                "engine": self.engine.name,
+                "grants": json.dumps(list(grants)),
             }
         )
         self.store.event(record.id, "status", {"from": None, "to": "pending", "epoch": 1})
+        return record
+
+    def _child_session(
+        self, record: TaskRecord, available: dict[str, ToolSpec[Any]], grants: Sequence[str]
+    ) -> Session:
+        """``record``'s session: its target's instructions and own tools, plus ``grants``, each
+        taken from ``available`` (the parent's tools, or a worker's configured ones)."""
+        item = record.item
+        if item.category is not None:
+            category = self.config.categories.get(item.category)
+            instructions = (category.instructions if category else "") or prompt_text(
+                "worker_instructions.md"
+            )
+            agent = item.category
+            own_tools: list[str] = []
+        else:
+            definition = self.config.agent(item.subagent_type or "")
+            instructions, agent, own_tools = (
+                definition.instructions,
+                item.subagent_type or "",
+                definition.tools or [],
+            )
+        tools = [
+            available[name]
+            for name in dict.fromkeys([*grants, *own_tools])
+            if name in available and name not in TASK_TOOL_NAMES
+        ]
+        child = Session(
+            self.engine.child_model(self.runtime.model(record.model_name)),
+            instructions,
+            tools,
+            agent=agent,
+            session_id="s_" + record.id.removeprefix("t_"),
+            store=None,  # the transcript is kept as task events
+            on_event=lambda event: self._on_child_event(record, event),
+        )
+        if record.depth < self.config.tasks.max_depth:
+            child.add_tools(self.tools_for(child, depth=record.depth))
+        return child
+
+    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord:
+        """A child another process spawned, rebuilt from its store row and this process's config
+        (the DBOS engine's workers): its grants come from :attr:`remote_tools`."""
+        category = row["target"] if row["target_kind"] == "category" else None
+        item = SpawnItem(
+            prompt=row["prompt"] or "",
+            category=category,
+            subagent_type=None if category else row["target"],
+            name=row["name"],
+            task_summary=row["summary"],
+            description=row["description"],
+        )
+        stand_in = Session(  # the parent lives in another process: it reads the store
+            self.runtime.model(row["model"]), agent="parent", session_id=row["parent_session"]
+        )
+        record = TaskRecord(row["id"], stand_in, item, row["model"], row["depth"], False)
+        record.status = TaskStatus(row["status"])
+        record.run_epoch = epoch
+        record.started_at = row["started_at"]
+        record.grants = list(json.loads(row.get("grants") or "[]"))
+        record.session = self._child_session(record, self.remote_tools or {}, record.grants)
         return record
 
     def _first_message(self, record: TaskRecord) -> str:

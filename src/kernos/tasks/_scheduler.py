@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernos.runtime import Runtime, Session, SessionEvent, scrub_text
-from kernos.tasks._engine import TaskEngine, make_engine
+from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
-from kernos.tasks._store import TaskStore
+from kernos.tasks._store import TaskStore, executor_id
 
 log = logging.getLogger("kernos.tasks")
 
@@ -54,6 +54,8 @@ class TaskRecord:
     runner: asyncio.Task[None] | None = None
     interrupt: bool = False
     end_as: TaskStatus | None = None  # set when the manager stops the child (cancelled / lost)
+    executor: str | None = None  # who runs it (``host:pid``) when not this process
+    grants: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str | None:
@@ -89,7 +91,8 @@ class TaskScheduler:
         self._flush_scheduled = False
         self._changed = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
-        self.lost_on_start = self.store.reconcile() if reconcile else []
+        resume = crash_mode(self.config, getattr(runtime, "store_url", None)) == "resume"
+        self.lost_on_start = self.store.reconcile(resume=resume) if reconcile else []
 
     # -- running -----------------------------------------------------------------------------
     @property
@@ -104,6 +107,10 @@ class TaskScheduler:
 
     def _start(self, record: TaskRecord, text: str) -> None:
         self.engine.start(record, text)
+        self.watch_cancels()
+
+    def watch_cancels(self) -> None:
+        """Poll the store for cancels from other processes while children are active."""
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
 
@@ -154,6 +161,7 @@ class TaskScheduler:
         fields: dict[str, Any] = {"status": str(target), "run_epoch": record.run_epoch}
         if target == TaskStatus.RUNNING:
             fields["started_at"] = record.started_at
+            fields["executor"] = record.executor or executor_id()
         if target in SETTLED or target in FINAL:
             fields.update(
                 finished_at=record.finished_at or time.time(),
