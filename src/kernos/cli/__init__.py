@@ -15,6 +15,7 @@ from kernos.cli import send as _send
 from kernos.cli import tasks as _tasks
 from kernos.cli import tools as _tools
 from kernos.cli import usage as _usage
+from kernos.cli import worker as _worker
 from kernos.runtime import install_log_scrubber
 
 install_log_scrubber()  # every log line, whichever logger, loses the secrets kernos knows
@@ -61,6 +62,7 @@ _tasks.register(app)
 _tools.register(app)
 _mcp.register(app)
 _usage.register(app)
+_worker.register(app)
 
 
 def main() -> None:

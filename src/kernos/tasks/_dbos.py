@@ -223,6 +223,7 @@ class DBOSEngine:
         remote: builds and runs children spawned by other processes (``kernos worker``, and
             ``kernos run`` unless ``[tasks] run_executes = false``); ``None``: only this
             process's own children.
+        worker: this process is ``kernos worker``: it executes whatever ``run_executes`` says.
     """
 
     name = "dbos"
@@ -233,16 +234,16 @@ class DBOSEngine:
         *,
         listen: Sequence[str] | None = None,
         remote: RemoteRun | None = None,
+        worker: bool = False,
     ) -> None:
         self.scheduler = scheduler
         runtime = scheduler.runtime
         self.url = system_database_url(runtime.home, getattr(runtime, "store_url", None))
-        if listen is None and not scheduler.config.tasks.run_executes:
-            listen = []
+        executes = worker or scheduler.config.tasks.run_executes
+        if listen is None and not executes:
+            listen = []  # only workers run children
         self.listen = listen
-        self.remote = remote if remote is not None else (
-            self.run_remote if scheduler.config.tasks.run_executes else None
-        )  # fmt: skip
+        self.remote = remote if remote is not None else (self.run_remote if executes else None)
         self.on_crash = crash_mode(scheduler.config, getattr(runtime, "store_url", None))
         self.heartbeat = scheduler.config.tasks.heartbeat
         self._beats: asyncio.Task[None] | None = None
@@ -463,7 +464,7 @@ class DBOSEngine:
         row = await asyncio.to_thread(store.get, task_id)
         if row is None or row["status"] not in {str(s) for s in ACTIVE}:
             return "skipped"
-        if not await asyncio.to_thread(store.claim, task_id, self.executor, resume=True):
+        if not await asyncio.to_thread(store.claim, task_id, self.executor):
             return "skipped"
         rebuild = getattr(self.scheduler, "rebuild", None)
         if rebuild is None:
@@ -489,7 +490,8 @@ class DBOSEngine:
             try:
                 await asyncio.to_thread(store.beat, self.executor)
                 silent = self.heartbeat * 3
-                if await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
+                reaps = self.remote is not None  # only an executor can resume what it reaps
+                if reaps and await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
                     for dead in await asyncio.to_thread(store.dead_executors, silent):
                         await self._reap(dead)
             except asyncio.CancelledError:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
 from kernos.runtime import BaseToolset, ConfigError, Runtime, Session
+from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
@@ -42,6 +43,7 @@ class TaskManager(TaskScheduler):
         skill_dirs: where ``load_skills`` looks, in order (default: ``HOME/skills`` then
             ``~/.config/kernos/skills``).
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
+        engine: makes the engine that runs the children (default: as configured).
     """
 
     def __init__(
@@ -50,8 +52,9 @@ class TaskManager(TaskScheduler):
         *,
         skill_dirs: Sequence[Path] | None = None,
         reconcile: bool = True,
+        engine: Callable[[TaskScheduler], TaskEngine] | None = None,
     ) -> None:
-        super().__init__(runtime, reconcile=reconcile)
+        super().__init__(runtime, reconcile=reconcile, engine=engine)
         self.skill_dirs = (
             list(skill_dirs)
             if skill_dirs is not None

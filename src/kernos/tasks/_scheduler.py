@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,15 +78,24 @@ class TaskScheduler:
     Args:
         runtime: models, config and the store.
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
+        engine: makes the engine that runs the children (default: as configured, see
+            :func:`kernos.tasks._engine.make_engine`).
     """
 
-    def __init__(self, runtime: Runtime, *, reconcile: bool = True) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        reconcile: bool = True,
+        engine: Callable[[TaskScheduler], TaskEngine] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.config = runtime.config
         self.store = TaskStore(runtime.store)
         self.records: dict[str, TaskRecord] = {}
         self._engine: TaskEngine | None = None
-        self._engine = make_engine(self)  # the DBOS engine starts launching now
+        # made now: the DBOS engine starts launching at once
+        self._engine = (engine or make_engine)(self)
         self._outbox: dict[str, tuple[Session, list[str]]] = {}
         self._flush_scheduled = False
         self._changed = asyncio.Event()
@@ -124,6 +133,8 @@ class TaskScheduler:
         """One admitted run of ``record``'s session, to its end state (the engines call this)."""
         session = record.session
         assert session is not None
+        record.executor = record.executor or executor_id()
+        self.store.update(record.id, executor=record.executor)
         try:
             self.mark_running(record)
             final = await session.prompt(text)
@@ -161,7 +172,6 @@ class TaskScheduler:
         fields: dict[str, Any] = {"status": str(target), "run_epoch": record.run_epoch}
         if target == TaskStatus.RUNNING:
             fields["started_at"] = record.started_at
-            fields["executor"] = record.executor or executor_id()
         if target in SETTLED or target in FINAL:
             fields.update(
                 finished_at=record.finished_at or time.time(),

@@ -299,17 +299,15 @@ class TaskStore:
         return [row["id"] for row in rows]
 
     # -- executors (the DBOS engine) -----------------------------------------------------------
-    def claim(self, task_id: str, executor: str, *, resume: bool = False) -> bool:
-        """Take a queued task for ``executor`` (``resume``: also one left running by a dead
-        executor); ``False`` when it is no longer there to take (cancelled, lost, done)."""
+    def claim(self, task_id: str, executor: str) -> bool:
+        """Take an active task no executor runs yet for ``executor`` (or one the reaper already
+        gave it); ``False`` when it is not there to take (cancelled, lost, done, taken)."""
         self.flush()
-        states = ("pending", "running") if resume else ("pending",)
-        marks = ", ".join("?" for _ in states)
         with self.store.transaction() as conn:
             cursor = conn.execute(
-                "UPDATE tasks SET executor = ?, updated_at = ? "
-                f"WHERE id = ? AND status IN ({marks})",
-                (executor, time.time(), task_id, *states),
+                "UPDATE tasks SET executor = ?, updated_at = ? WHERE id = ? "
+                "AND status IN ('pending', 'running') AND (executor IS NULL OR executor = ?)",
+                (executor, time.time(), task_id, executor),
             )
             return bool(cursor.rowcount)
 
