@@ -7,6 +7,7 @@ through ``runuser -u postgres --``. The server listens on 127.0.0.1 at a free po
 socket inside the temporary directory (never in /var/run), trusts every local connection and runs
 with ``fsync=off``: the data is thrown away, so durability buys nothing here.
 
+``KERNOS_TEST_PG_BIN`` points at other server binaries (default ``/usr/lib/postgresql/15/bin``).
 ``PostgresServer.stop()`` stops the server and removes the directory; it is safe to call twice
 and is also registered with ``atexit`` so an interrupted test run leaves nothing running.
 """

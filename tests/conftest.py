@@ -21,7 +21,13 @@ KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-d
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the developer's state or model settings."""
     monkeypatch.setenv("KERNOS_HOME", str(tmp_path / ".kernos"))
-    for name in ("KERNOS_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for name in (
+        "KERNOS_MODEL",
+        "KERNOS_STORE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "no-tiktoken-cache"))
 
@@ -98,3 +104,14 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
     url = create_database(postgres_url)
     yield url
     drop_database(postgres_url, url)
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What to open a :class:`kernos.runtime.Store` on, once per database kernos supports: a
+    SQLite file path, or the URL of an empty PostgreSQL database of this test's own."""
+    if request.param == "sqlite":
+        return str(tmp_path / "kernos.db")
+    return str(request.getfixturevalue("fresh_postgres_url"))

@@ -73,6 +73,7 @@ def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
     assert done.stdout == "(no tasks)\n"
     assert "sqlite3" in modules  # the probe saw the store being read
     assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
+    assert "psycopg" not in modules  # PostgreSQL's driver only when a PostgreSQL URL is set
 
 
 def test_channels_loads_only_the_configured_kind(tmp_path: Path) -> None:

@@ -5,9 +5,7 @@ so another connection sees them and a SIGKILL right after loses none of them."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,27 +15,20 @@ import pytest
 from pydantic_ai.models.test import TestModel
 
 from kernos.runtime import Session, Store
+from tests._stores import LOCKED, LOCKED_MATCH, count_turns, traced, writer_lock_held
 
 
-def count_turns(path: Path, session_id: str) -> int:
-    """Read through a connection of its own, as another process would."""
-    with contextlib.closing(sqlite3.connect(path)) as other:
-        sql = "SELECT COUNT(*) FROM turns WHERE session_id = ?"
-        (n,) = other.execute(sql, (session_id,)).fetchone()
-    return int(n)
-
-
-def traced(store: Store) -> list[tuple[str, int]]:
-    """Every statement the store's connection runs, with the thread that ran it."""
-    seen: list[tuple[str, int]] = []
-    store._conn.set_trace_callback(lambda sql: seen.append((sql, threading.get_ident())))
-    return seen
-
-
-async def test_turns_are_committed_off_the_loop_before_each_prompt_returns(tmp_path: Path) -> None:
-    path = tmp_path / "kernos.db"
-    store = Store(path)
+def test_a_sqlite_store_syncs_normal(tmp_path: Path) -> None:
+    store = Store(tmp_path / "kernos.db")
     assert store.query("PRAGMA synchronous")[0][0] == 1  # NORMAL
+    store.close()
+
+
+async def test_turns_are_committed_off_the_loop_before_each_prompt_returns(
+    store_target: str,
+) -> None:
+    path = store_target
+    store = Store(path)
     seen = traced(store)
     sessions = [Session(TestModel(custom_output_text="ok"), store=store) for _ in range(20)]
 
@@ -57,35 +48,33 @@ async def test_turns_are_committed_off_the_loop_before_each_prompt_returns(tmp_p
     store.close()
 
 
-async def test_one_loop_turn_of_writes_is_one_transaction(tmp_path: Path) -> None:
-    store = Store(tmp_path / "kernos.db")
+async def test_one_loop_turn_of_writes_is_one_transaction(store_target: str) -> None:
+    store = Store(store_target)
     seen = traced(store)
     for n in range(200):
         store.record_turn("s_1", "main", "user", f"hello {n}")
     await store.flushed()
-    assert [sql for sql, _ in seen].count("BEGIN IMMEDIATE") == 1
+    assert [sql.split()[0] for sql, _ in seen].count("BEGIN") == 1
     assert [t["text"] for t in store.turns("s_1")] == [f"hello {n}" for n in range(200)]
     store.close()
 
 
-async def test_a_locked_store_keeps_the_turns_in_order_for_the_next_flush(tmp_path: Path) -> None:
-    path = tmp_path / "kernos.db"
-    store = Store(path, timeout=0.05)
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-    store.record_turn("s_2", "main", "user", "first")
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
-        await store.flushed()
-    store.record_turn("s_2", "main", "assistant", "second")
-    other.execute("ROLLBACK")
-    other.close()
+async def test_a_locked_store_keeps_the_turns_in_order_for_the_next_flush(
+    store_target: str,
+) -> None:
+    store = Store(store_target, timeout=0.05)
+    with writer_lock_held(store_target):  # another process holds the write lock
+        store.record_turn("s_2", "main", "user", "first")
+        with pytest.raises(LOCKED, match=LOCKED_MATCH):
+            await store.flushed()
+        store.record_turn("s_2", "main", "assistant", "second")
     await store.flushed()
     assert [t["text"] for t in store.turns("s_2")] == ["first", "second"]
     store.close()
 
 
-def test_a_write_left_by_a_finished_loop_does_not_stall_the_next_loop(tmp_path: Path) -> None:
-    path = tmp_path / "kernos.db"
+def test_a_write_left_by_a_finished_loop_does_not_stall_the_next_loop(store_target: str) -> None:
+    path = store_target
     store = Store(path)
 
     async def buffered(text: str) -> None:
@@ -109,15 +98,15 @@ def test_a_write_left_by_a_finished_loop_does_not_stall_the_next_loop(tmp_path: 
     store.close()
 
 
-def test_close_commits_what_is_still_buffered(tmp_path: Path) -> None:
-    store = Store(tmp_path / "kernos.db")
+def test_close_commits_what_is_still_buffered(store_target: str) -> None:
+    store = Store(store_target)
 
     async def buffered() -> None:
         store.record_turn("s_3", "main", "user", "late")  # the loop ends before its turn does
 
     asyncio.run(buffered())
     store.close()
-    assert count_turns(tmp_path / "kernos.db", "s_3") == 1
+    assert count_turns(store_target, "s_3") == 1
 
 
 #: prompts N times, printing after each return, then SIGKILLs itself before another loop turn
@@ -138,8 +127,8 @@ asyncio.run(main())
 """
 
 
-def test_a_sigkill_after_a_prompt_returned_loses_no_acknowledged_turn(tmp_path: Path) -> None:
-    path = tmp_path / "kernos.db"
+def test_a_sigkill_after_a_prompt_returned_loses_no_acknowledged_turn(store_target: str) -> None:
+    path = store_target
     done = subprocess.run(
         [sys.executable, "-c", KILLED, str(path), "5"],
         capture_output=True,
@@ -153,8 +142,8 @@ def test_a_sigkill_after_a_prompt_returned_loses_no_acknowledged_turn(tmp_path: 
     assert count_turns(path, "s_killed") == 2 * acknowledged
 
 
-def test_reads_see_every_earlier_write(tmp_path: Path) -> None:
-    store = Store(tmp_path / "kernos.db")
+def test_reads_see_every_earlier_write(store_target: str) -> None:
+    store = Store(store_target)
 
     async def write_then_read() -> list[str]:
         store.record_turn("s_4", "main", "user", "a")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernos.runtime import ConfigError, Store, StoreError
+from tests._postgres import create_database
 
 PROCESSES = 16
 ROUNDS = 4
@@ -33,11 +34,19 @@ def _open_at_once(path: str, barrier: multiprocessing.synchronize.Barrier) -> st
     return "ok"
 
 
-def test_many_processes_open_a_fresh_store_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_many_processes_open_a_fresh_store_at_once(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["kernos.runtime", __name__])
-    for attempt in range(ROUNDS):
-        path = tmp_path / f"round{attempt}" / "kernos.db"
+    # psycopg too: sixteen imports of it at once would dwarf what is tested
+    ctx.set_forkserver_preload(["kernos.runtime", "kernos.runtime._dialect", "psycopg", __name__])
+    server = request.getfixturevalue("postgres_url") if kind == "postgres" else ""
+    for attempt in range(ROUNDS if kind == "sqlite" else ROUNDS // 2):
+        if kind == "postgres":  # migrations applied once under the advisory lock
+            path: Path | str = create_database(server)
+        else:
+            path = tmp_path / f"round{attempt}" / "kernos.db"
         barrier = ctx.Manager().Barrier(PROCESSES)
         with ctx.Pool(PROCESSES) as pool:
             outcomes = pool.starmap(_open_at_once, [(str(path), barrier)] * PROCESSES)

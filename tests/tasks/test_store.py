@@ -4,12 +4,11 @@ and event numbers are allocated by the database, so two processes never collide.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._stores import LOCKED, LOCKED_MATCH, writer_lock_held
 
 from kernos.runtime import Store
 from kernos.tasks import TaskStore
@@ -21,8 +20,8 @@ def row(task_id: str) -> dict[str, Any]:
             "residency": "resident", "created_at": time.time()}  # fmt: skip
 
 
-def test_a_write_that_breaks_a_constraint_does_not_drop_the_others(tmp_path: Path) -> None:
-    tasks = TaskStore(Store(tmp_path / "kernos.db"))
+def test_a_write_that_breaks_a_constraint_does_not_drop_the_others(store_target: str) -> None:
+    tasks = TaskStore(Store(store_target))
     tasks.insert(row("t_00000001"))
 
     async def one_loop_turn() -> None:  # buffered together, committed by one flush
@@ -31,37 +30,41 @@ def test_a_write_that_breaks_a_constraint_does_not_drop_the_others(tmp_path: Pat
         tasks.insert(row("t_00000002"))
         tasks.event("t_00000002", "status", {"from": None, "to": "pending"})
         tasks.update("t_00000002", final_text="done \ud800 ok")  # a lone surrogate from a model
+        tasks.update("t_00000002", error="a NUL \x00 byte")  # PostgreSQL text cannot hold it
+        tasks.event("t_00000002", "status", {"from": "pending", "to": "running"})
         tasks.flush()
 
     asyncio.run(one_loop_turn())
     assert tasks.get("t_00000001")["status"] == "running"  # type: ignore[index]
     assert tasks.get("t_00000002")["final_text"] == "done \ufffd ok"  # type: ignore[index]
-    assert [e["type"] for e in tasks.events("t_00000002")] == ["status"]
+    assert tasks.get("t_00000002")["error"] in ("a NUL \x00 byte", "a NUL \ufffd byte")  # type: ignore[index]
+    assert [(e["seq"], e["type"]) for e in tasks.events("t_00000002")] == [
+        (1, "status"),
+        (2, "status"),
+    ]
+    tasks.store.close()
 
 
-def test_a_locked_store_keeps_the_writes_for_the_next_flush(tmp_path: Path) -> None:
-    path = tmp_path / "kernos.db"
-    tasks = TaskStore(Store(path, timeout=0.05))
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+def test_a_locked_store_keeps_the_writes_for_the_next_flush(store_target: str) -> None:
+    tasks = TaskStore(Store(store_target, timeout=0.05))
 
     async def writes() -> None:
         tasks.insert(row("t_00000003"))
         tasks.event("t_00000003", "status", {"from": None, "to": "pending"})
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
+        with pytest.raises(LOCKED, match=LOCKED_MATCH):
             tasks.flush()
 
-    asyncio.run(writes())
-    other.execute("ROLLBACK")
-    other.close()
+    with writer_lock_held(store_target):  # another process holds the write lock
+        asyncio.run(writes())
     tasks.flush()
     assert tasks.get("t_00000003") is not None
     assert [e["seq"] for e in tasks.events("t_00000003")] == [1]
+    tasks.store.close()
 
 
-def test_two_stores_on_one_file_number_events_without_colliding(tmp_path: Path) -> None:
-    owner = TaskStore(Store(tmp_path / "kernos.db"))
-    canceller = TaskStore(Store(tmp_path / "kernos.db"))
+def test_two_stores_on_one_database_number_events_without_colliding(store_target: str) -> None:
+    owner = TaskStore(Store(store_target))
+    canceller = TaskStore(Store(store_target))
     owner.insert(row("t_00000004"))
     owner.event("t_00000004", "status", {"from": None, "to": "pending"})
     canceller.request_cancel("t_00000004")
@@ -71,3 +74,5 @@ def test_two_stores_on_one_file_number_events_without_colliding(tmp_path: Path) 
         (2, "cancel_requested"),
         (3, "status"),
     ]
+    owner.store.close()
+    canceller.store.close()

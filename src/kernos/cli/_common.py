@@ -164,8 +164,11 @@ def write_stdout(text: str) -> None:
 
 
 def say_where(cwd: Path | None = None) -> None:
-    """``-v``: one stderr line naming the store and the default config, and why those."""
-    from kernos.runtime import kernos_home, project_root
+    """``-v``: one stderr line naming the store and the default config, and why those (a
+    PostgreSQL store is shown without its password)."""
+    from kernos.runtime import kernos_home, project_root, scrub_text
+    from kernos.runtime._config import peek_store_url
+    from kernos.runtime._dialect import display_url
 
     root = project_root(cwd)
     home = kernos_home(cwd)
@@ -177,7 +180,10 @@ def say_where(cwd: Path | None = None) -> None:
         why = "the working directory" + ("" if home.exists() else "; created on first use")
     config = root / "kernos.toml"
     shown = str(config) if config.is_file() else f"none ({config} does not exist)"
-    err.print(f"store: {home / 'kernos.db'} ({why}); config: {shown}", markup=False)
+    store = f"{home / 'kernos.db'} ({why})"
+    if (url := peek_store_url(root)) is not None:
+        store = f"{display_url(url[0])} (PostgreSQL, {url[1]})"
+    err.print(scrub_text(f"store: {store}; config: {shown}"), markup=False)
 
 
 def guarded(fn: Callable[[], T]) -> T:

@@ -102,6 +102,82 @@ class TasksConfig(_Strict):
     heartbeat: float = Field(default=5.0, gt=0)
 
 
+STORE_URL_ENV = "KERNOS_STORE_URL"
+_STORE_SCHEMES = ("postgresql", "postgres")
+
+
+class StoreConfig(_Strict):
+    """``[store]``: where kernos keeps its state. ``url = "postgresql://user:password@host:port/db"``
+    (or ``KERNOS_STORE_URL``, which wins) puts it in PostgreSQL, shared by many processes and
+    hosts; absent → the SQLite file ``kernos.db`` in the kernos home."""
+
+    url: str | None = None
+
+
+def store_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot name a store, or None (pure: the scheme is checked, not the server)."""
+    scheme, sep, _ = url.strip().partition("://")
+    if not sep:
+        return f"{_shown(url)!r} is not a URL"
+    if scheme.lower() not in _STORE_SCHEMES:
+        return f"unknown scheme {scheme + '://'!r} (the store takes postgresql://)"
+    return None  # no host is libpq's default socket; what is wrong with the rest, connecting says
+
+
+def _shown(url: str) -> str:
+    """``url`` with anything between ``:`` and ``@`` (a password) hidden."""
+    return re.sub(r"(//[^/:@]*:)[^@/]*@", r"\1***@", url)
+
+
+def _resolve_store_url(config_url: str | None, file: Path | None) -> str | None:
+    """``KERNOS_STORE_URL`` if set, else ``[store] url``; checked, its password made a secret.
+
+    Raises:
+        ConfigError: the URL's scheme is not PostgreSQL's, or it is not a URL.
+    """
+    env = os.environ.get(STORE_URL_ENV, "").strip()
+    if env:
+        url, where, key = env, "(environment)", STORE_URL_ENV
+        fix = "set it to postgresql://user:password@host:port/database, or unset it to use SQLite"
+    elif config_url is not None and config_url.strip():
+        url, where, key = config_url.strip(), str(file) if file else "(config)", "store.url"
+        fix = "write postgresql://user:password@host:port/database, or remove it to use SQLite"
+    else:
+        return None
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    if password:
+        register_secrets(password, unquote(password))
+    problem = store_url_problem(url)
+    if problem is not None:
+        raise ConfigError(where, key, problem, fix)
+    return url
+
+
+def peek_store_url(root: Path) -> tuple[str, str] | None:
+    """``(url, why)`` of the store a command in project ``root`` would use, for ``kernos -v``:
+    ``KERNOS_STORE_URL``, else ``[store] url`` of ``root/kernos.toml`` (read without validating
+    the rest; ``${ENV}`` references expanded where set). None → the SQLite file."""
+    env = os.environ.get(STORE_URL_ENV, "").strip()
+    if env:
+        return env, STORE_URL_ENV
+    file = root / "kernos.toml"
+    try:
+        data = tomllib.loads(_read_text(file)) if file.is_file() else {}
+    except (ConfigError, tomllib.TOMLDecodeError):
+        return None
+    table = data.get("store")
+    url = table.get("url") if isinstance(table, dict) else None
+    if not isinstance(url, str) or not url.strip():
+        return None
+    expanded = _ENV_REF.sub(lambda m: os.environ.get(m.group(1), m.group(0)), url.strip())
+    return expanded, f"[store] url in {file}"
+
+
 class OutputConfig(_Strict):
     """``[output]``: limits for ``output_send__*`` calls."""
 
@@ -158,6 +234,7 @@ class Config(_Strict):
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
     tools: dict[str, ToolConfig] = Field(default_factory=dict)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
@@ -165,6 +242,8 @@ class Config(_Strict):
     #: what relative paths in the config are read against: the config file's directory
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
     home: Path = Field(default=Path(".kernos"), exclude=True)
+    #: the PostgreSQL store's URL (``KERNOS_STORE_URL``, else ``[store] url``); None → SQLite
+    store_url: str | None = Field(default=None, exclude=True)
     #: model aliases whose ``${ENV}`` references are unset: the error, raised only when used
     alias_problems: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
@@ -425,6 +504,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
     config.alias_problems = alias_problems
     config.base_dir = file.parent.absolute()
     config.home = kernos_home(cwd)
+    config.store_url = _resolve_store_url(config.store.url, config.path)
     agents_dir = config.home / "agents"
     if agents_dir.is_dir():
         for md in sorted(agents_dir.glob("*.md")):

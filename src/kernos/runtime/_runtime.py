@@ -58,9 +58,10 @@ class Runtime:
 
     @property
     def store(self) -> Store:
-        """The SQLite store, opened (and migrated) on first use."""
+        """The store (SQLite, or PostgreSQL with ``[store] url``), opened (and migrated) on
+        first use."""
         if self._store is None:
-            self._store = Store.open(self.home)
+            self._store = Store.open(self.home, self.config.store_url)
         return self._store
 
     @property

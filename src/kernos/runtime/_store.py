@@ -1,4 +1,7 @@
-"""The durable store: one SQLite file (WAL, ``synchronous=NORMAL``) under the kernos home.
+"""The durable store: one SQLite file (WAL, ``synchronous=NORMAL``) under the kernos home, or a
+PostgreSQL database shared by many processes and hosts (``[store] url`` / ``KERNOS_STORE_URL``).
+
+The SQL is written once for both; where they differ, :mod:`kernos.runtime._dialect` says how.
 
 Each subsystem owns its tables and registers numbered migrations under its own namespace, so the
 runtime never needs to know what a task is. Migrations run when the store opens, in order, each in
@@ -21,13 +24,10 @@ process dies is lost.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import re
 import sqlite3
-import stat
 import threading
 import time
 from collections import deque
@@ -38,15 +38,20 @@ from pathlib import Path
 from typing import Any
 
 from kernos.runtime._config import ConfigError
-from kernos.runtime._secrets import scrub_text
+from kernos.runtime._dialect import (
+    PostgresDialect,
+    Row,
+    SqliteDialect,
+    Write,
+    display_url,
+    is_postgres_url,
+)
+from kernos.runtime._secrets import register_secrets, scrub_text
 
 log = logging.getLogger("kernos.store")
 
 Migration = tuple[int, str, str]
 """``(version, name, sql)``; versions start at 1 and increase by one."""
-
-Write = tuple[str, Sequence[Any]]
-"""``(sql, params)``: one buffered statement."""
 
 _INSERT_TURN = (
     "INSERT INTO turns (session_id, agent, role, text, tool_calls, tool_results,"
@@ -55,37 +60,6 @@ _INSERT_TURN = (
 
 #: How long the loop waits before retrying writes a locked or failing store did not take.
 RETRY_SECONDS = 0.5
-
-#: Errors of one statement that retrying cannot fix; the rest of the flush goes on without it.
-_WRITE_ERRORS = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
-                 sqlite3.DataError, OverflowError, ValueError)  # fmt: skip
-
-
-def _apply(conn: sqlite3.Connection, writes: Sequence[Write]) -> list[tuple[str, BaseException]]:
-    """Run ``writes`` in the open transaction; returns ``(sql, error)`` for each one dropped.
-
-    A failing statement undoes only itself (SQLite's statement-level ABORT), so the transaction
-    stays usable. Text SQLite cannot encode (a lone surrogate a model sent) is stored cleaned.
-    """
-    dropped: list[tuple[str, BaseException]] = []
-    for sql, params in writes:
-        try:
-            conn.execute(sql, tuple(params))
-        except UnicodeEncodeError:
-            try:
-                conn.execute(sql, tuple(_encodable(p) for p in params))
-            except _WRITE_ERRORS as exc:
-                dropped.append((sql, exc))
-        except _WRITE_ERRORS as exc:
-            dropped.append((sql, exc))
-    return dropped
-
-
-def _encodable(value: Any) -> Any:
-    """``value`` with lone surrogates replaced by U+FFFD (pairs are joined)."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return value
 
 
 _RUNTIME_MIGRATIONS: list[Migration] = [
@@ -143,27 +117,21 @@ class StoreError(ConfigError):
         return f"{self.file}: {self.problem}; {self.fix}"
 
 
-#: Lock errors worth waiting out (another process is creating or migrating the same store).
-_BUSY = ("database is locked", "database table is locked", "database is busy")
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and any(b in str(exc) for b in _BUSY)
-
-
-def _is_damage(exc: BaseException) -> bool:
-    """A file that is not (or no longer) a SQLite database; plain SQL mistakes are not."""
-    return type(exc) is sqlite3.DatabaseError or (
-        isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc)
+def _damaged(where: Path | str | None, exc: BaseException) -> StoreError:
+    where = str(where) if where is not None else "the store"
+    return StoreError(
+        where,
+        f"not a readable kernos store ({exc})",
+        f"move it aside (mv {where} {where}.broken) and run again to start a fresh store",
     )
 
 
-def _damaged(path: Path | None, exc: BaseException) -> StoreError:
-    where = str(path) if path is not None else "the store"
+def _unreachable(dialect: PostgresDialect, exc: BaseException) -> StoreError:
     return StoreError(
-        path,
-        f"not a readable kernos store ({exc})",
-        f"move it aside (mv {where} {where}.broken) and run again to start a fresh store",
+        dialect.where,
+        f"cannot use this PostgreSQL store ({dialect.unreachable(exc)})",
+        "start the server, or fix the URL in KERNOS_STORE_URL or [store] url in kernos.toml "
+        "(host, port, user, password, database), or unset both to use the SQLite store",
     )
 
 
@@ -197,19 +165,6 @@ def _unopenable(path: Path, exc: BaseException) -> StoreError:
     )
 
 
-def _created_private(path: Path) -> None:
-    """Create the database file ``0600`` before SQLite does (its ``-wal``/``-shm`` files copy
-    the database's mode); an existing file readable by others is made private."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-        return
-    if stat.S_ISREG(mode) and mode & 0o077:
-        with contextlib.suppress(OSError):  # not ours to change: leave it as it is
-            os.chmod(path, stat.S_IMODE(mode) & 0o600)
-
-
 def _tables(migrations: Sequence[Migration]) -> set[str]:
     """The tables a namespace's migrations leave behind (created and not dropped)."""
     tables: set[str] = set()
@@ -229,20 +184,22 @@ _TABLE_DDL = re.compile(
 
 
 class Store:
-    """A thread-safe handle on the SQLite store.
+    """A thread-safe handle on the store: a SQLite file, or a PostgreSQL database.
 
     Args:
         path: the database file, created ``0600``; its directory is created. ``":memory:"`` for
-            tests of pure code.
-        timeout: how long a write waits for another process's lock, in seconds.
+            tests of pure code. A ``postgresql://user:password@host:port/db`` URL for a
+            PostgreSQL store (its password joins the secret scrubber and is never shown).
+        timeout: how long a write waits for another process's lock, in seconds (and, on
+            PostgreSQL, how long connecting may take).
 
     Raises:
         StoreError: the file or its directory cannot be created or opened, or it is not a kernos
-            store (garbage, truncated, a directory, a table missing).
+            store (garbage, truncated, a directory, a table missing); the PostgreSQL server cannot
+            be reached or refuses the connection.
     """
 
     def __init__(self, path: Path | str, *, timeout: float = 30.0) -> None:
-        self.path = Path(path) if str(path) != ":memory:" else None
         self.timeout = timeout
         self._lock = threading.RLock()
         self._buffer: list[Write] = []  # this loop turn's writes
@@ -251,75 +208,90 @@ class Store:
         # the loop a commit of the buffer is scheduled on (a loop that closed first does not count)
         self._scheduled: asyncio.AbstractEventLoop | None = None
         self._executor: ThreadPoolExecutor | None = None
-        if self.path is not None:
-            try:
-                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                _created_private(self.path)
-                self._conn = sqlite3.connect(
-                    str(path), check_same_thread=False, isolation_level=None, timeout=timeout
-                )
-            except (OSError, sqlite3.Error) as exc:
-                raise _unopenable(self.path, exc) from None
+        self._dialect: SqliteDialect | PostgresDialect
+        if isinstance(path, str) and is_postgres_url(path):
+            self.path: Path | None = None
+            self.url: str | None = display_url(path)
+            self._open_postgres(path)
         else:
-            self._conn = sqlite3.connect(
-                ":memory:", check_same_thread=False, isolation_level=None, timeout=timeout
-            )
+            self.path = Path(path) if str(path) != ":memory:" else None
+            self.url = None
+            self._open_sqlite()
         try:
             self._setup()
         except StoreError:
             self._conn.close()
             raise
-        except sqlite3.Error as exc:
+        except self._dialect.Error as exc:
             self._conn.close()
-            if _is_damage(exc):
+            if self._dialect.is_damage(exc):
                 raise _damaged(self.path, exc) from None
+            if isinstance(self._dialect, PostgresDialect) and self._dialect.is_unreachable(exc):
+                raise _unreachable(self._dialect, exc) from None
             if self.path is not None:
                 raise _unopenable(self.path, exc) from None
             raise
 
+    def _open_sqlite(self) -> None:
+        self._dialect = SqliteDialect(str(self.path or ":memory:"), self.timeout)
+        if self.path is None:
+            self._conn = self._dialect.connect()
+            return
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._conn = self._dialect.connect()
+        except (OSError, sqlite3.Error) as exc:
+            raise _unopenable(self.path, exc) from None
+
+    def _open_postgres(self, url: str) -> None:
+        from kernos.runtime._dialect import url_password
+
+        register_secrets(*url_password(url))
+        dialect = PostgresDialect(url, self.timeout)
+        self._dialect = dialect
+        try:
+            self._conn = dialect.connect()
+        except dialect.Error as exc:
+            raise _unreachable(dialect, exc) from None
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
+        return self._dialect.name
+
+    @property
+    def where(self) -> str:
+        """The file, or the URL without its password: what a person is shown."""
+        return self._dialect.where
+
     def _setup(self) -> None:
-        self._conn.row_factory = sqlite3.Row
-        self._conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-        if self.path is not None:
-            self._wal()
-            # in WAL mode a commit survives the process being killed; fsync at checkpoints only
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " namespace TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL,"
-            " applied_at REAL NOT NULL, PRIMARY KEY (namespace, version))"
-        )
+        self._dialect.setup(self._conn)
+        if "schema_migrations" not in self._dialect.tables(self._conn):
+            with self.transaction() as conn:  # the writer's lock: concurrent opens wait
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " namespace TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL,"
+                    " applied_at REAL NOT NULL, PRIMARY KEY (namespace, version))",
+                    ddl=True,
+                )
         self.migrate("runtime", _RUNTIME_MIGRATIONS)
 
-    def _wal(self) -> None:
-        # Switching to WAL takes an exclusive lock without SQLite's busy handler: when several
-        # processes open a fresh store at once, the losers see "database is locked". Wait it out.
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.01)
-
     @classmethod
-    def open(cls, home: Path) -> Store:
-        """The store of a kernos home: ``HOME/kernos.db``.
+    def open(cls, home: Path, url: str | None = None) -> Store:
+        """The store of a kernos home: the database at ``url`` when one is configured, else the
+        SQLite file ``HOME/kernos.db``.
 
         Raises:
             StoreError: see :class:`Store`.
         """
-        return cls(home / "kernos.db")
+        return cls(url) if url else cls(home / "kernos.db")
 
     def close(self) -> None:
         """Commit what is still buffered (a failure is logged: nothing more can be done), stop the
-        writer thread and close the file."""
+        writer thread and close the connection."""
         try:
             self.flush()
-        except sqlite3.Error as exc:
+        except self._dialect.Error as exc:
             log.error("store: %d write(s) not committed at close: %s", self._pending(), exc)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
@@ -327,67 +299,59 @@ class Store:
         with self._lock:
             self._conn.close()
 
-    def _applied(self, namespace: str) -> set[int]:
-        return {
-            row[0]
-            for row in self._conn.execute(
-                "SELECT version FROM schema_migrations WHERE namespace = ?", (namespace,)
-            )
-        }
+    def _connection(self) -> Any:
+        """The open connection; a PostgreSQL connection that broke (server restart, network) is
+        opened again, so the next retry of a kept batch can succeed."""
+        if self._dialect.broken(self._conn):
+            self._conn = self._dialect.connect()
+        return self._conn
+
+    def _versions_applied(self, namespace: str, conn: _Executor) -> set[int]:
+        sql = "SELECT version FROM schema_migrations WHERE namespace = ?"
+        return {row[0] for row in conn.execute(sql, (namespace,))}
 
     def migrate(self, namespace: str, migrations: Sequence[Migration]) -> list[int]:
         """Apply the migrations of ``namespace`` not applied yet; returns the versions applied.
 
         Safe when several processes open a fresh store at once: what is applied is read again
-        inside each migration's write transaction, so a version another process just applied is
+        inside each migration's write transaction (under the writer's lock: ``BEGIN IMMEDIATE``
+        on SQLite, an advisory lock on PostgreSQL), so a version another process just applied is
         skipped, not run twice.
 
         Raises:
             StoreError: the file is damaged, or a table the migrations made is missing.
         """
         applied: list[int] = []
-        with self._lock:
-            try:
-                done = self._applied(namespace)  # the common case: nothing to do, no write lock
-                for version, name, sql in sorted(migrations):
-                    if version in done:
-                        continue
-                    self._conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        if version in self._applied(namespace):
-                            self._conn.execute("COMMIT")  # another process applied it meanwhile
-                            continue
-                        for statement in _split_sql(sql):
-                            self._conn.execute(statement)
-                        self._conn.execute(
-                            "INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
-                            (namespace, version, name, time.time()),
-                        )
-                        self._conn.execute("COMMIT")
-                    except BaseException:
-                        self._conn.execute("ROLLBACK")
-                        raise
-                    applied.append(version)
-                self._check_tables(namespace, migrations)
-            except sqlite3.DatabaseError as exc:
-                if _is_damage(exc):
-                    raise _damaged(self.path, exc) from None
-                raise
+        with self._lock, self._translated():
+            # the common case: nothing to do, no write lock
+            done = self._versions_applied(namespace, _Executor(self._connection(), self._dialect))
+            for version, name, sql in sorted(migrations):
+                if version in done:
+                    continue
+                with self.transaction() as conn:
+                    if version in self._versions_applied(namespace, conn):
+                        continue  # another process applied it meanwhile
+                    for statement in _split_sql(sql):
+                        conn.execute(statement, ddl=True)
+                    conn.execute(
+                        "INSERT INTO schema_migrations VALUES (?, ?, ?, ?)",
+                        (namespace, version, name, time.time()),
+                    )
+                applied.append(version)
+            self._check_tables(namespace, migrations)
         return applied
 
     def _check_tables(self, namespace: str, migrations: Sequence[Migration]) -> None:
         expected = _tables(migrations)
         if not expected:
             return
-        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        present = {row[0] for row in rows}
-        missing = sorted(expected - present)
+        missing = sorted(expected - self._dialect.tables(self._connection()))
         if missing:
             raise StoreError(
-                self.path,
+                self.path or self.where,
                 f"the {namespace} table {missing[0]} is missing although its migration is "
-                "recorded (the file was changed outside kernos)",
-                "move the file aside and run again to start a fresh store",
+                f"recorded (the {self._dialect.thing} was changed outside kernos)",
+                self._dialect.fresh_start,
             )
 
     def versions(self, namespace: str) -> list[int]:
@@ -400,37 +364,44 @@ class Store:
         ]
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one statement now, after every buffered write; returns ``lastrowid``."""
+        """Run one statement now, after every buffered write; returns ``lastrowid`` (SQLite;
+        0 on PostgreSQL, which has no rowid)."""
         self.flush()
         with self._lock, self._translated():
-            cursor = self._conn.execute(sql, tuple(params))
-            return cursor.lastrowid or 0
+            dialect = self._dialect
+            cursor = self._connection().execute(dialect.sql(sql), dialect.params(params))
+            return dialect.lastrowid(cursor)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Rows by position, by column name and as ``dict(row)``."""
         with self._lock, self._translated():
-            return list(self._conn.execute(sql, tuple(params)))
+            dialect = self._dialect
+            return list(self._connection().execute(dialect.sql(sql), dialect.params(params)))
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
         """A file found damaged mid-use is a :class:`StoreError`; SQL mistakes stay as they are."""
         try:
             yield
-        except sqlite3.DatabaseError as exc:
-            if _is_damage(exc):
+        except self._dialect.DatabaseError as exc:
+            if self._dialect.is_damage(exc):
                 raise _damaged(self.path, exc) from None
             raise
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error), holding the store's lock."""
+    def transaction(self) -> Iterator[_Executor]:
+        """One write transaction under the writer's lock (``BEGIN IMMEDIATE`` on SQLite, an
+        advisory lock on PostgreSQL) … ``COMMIT`` (``ROLLBACK`` on error), holding the store's
+        lock. The executor it yields takes the store's ``?`` SQL."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn = self._connection()
             try:
-                yield self._conn
+                self._dialect.begin(conn)  # may fail half-way on PostgreSQL (the lock timed out)
+                yield _Executor(conn, self._dialect)
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._dialect.rollback(conn)
                 raise
-            self._conn.execute("COMMIT")
+            conn.execute("COMMIT")
 
     # -- buffered writes -----------------------------------------------------------------------
     def write_later(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -438,7 +409,8 @@ class Store:
         turn's writes, on the writer thread; with no loop running it is committed now.
 
         Raises:
-            sqlite3.Error: (no loop running only) the store did not take it; it stays buffered.
+            sqlite3.Error | psycopg.Error: (no loop running only) the store did not take it; it
+                stays buffered.
         """
         self._buffer.append((sql, params))
         try:
@@ -454,7 +426,7 @@ class Store:
         """Commit every buffered write now (on the calling thread), after any batch the writer
         thread is still committing.
 
-        A write that can never be stored (a constraint it breaks, a value SQLite cannot take) is
+        A write that can never be stored (a constraint it breaks, a value the database refuses) is
         dropped and logged on its own; the other writes of the same flush still commit. When the
         transaction itself fails (the store is locked, closed or full) nothing is lost: every
         write stays buffered, ahead of newer ones, for the next flush, and the error is raised.
@@ -468,7 +440,8 @@ class Store:
         thread.
 
         Raises:
-            sqlite3.Error: the transaction failed; the writes stay buffered for the next flush.
+            sqlite3.Error | psycopg.Error: the transaction failed; the writes stay buffered for
+                the next flush.
         """
         self._hand_over()
         if self._batches:
@@ -516,7 +489,7 @@ class Store:
                 return
             writes = [write for batch in list(self._batches)[:count] for write in batch]
             with self._translated(), self.transaction() as conn:
-                dropped = _apply(conn, writes)
+                dropped = self._dialect.apply(conn.conn, writes)
             for _ in range(count):
                 self._batches.popleft()
             for sql, exc in dropped:
@@ -560,6 +533,20 @@ class Store:
             item["tool_results"] = json.loads(item["tool_results"])
             out.append(item)
         return out
+
+
+class _Executor:
+    """A transaction's connection that takes the store's SQL (``?`` placeholders)."""
+
+    def __init__(self, conn: Any, dialect: SqliteDialect | PostgresDialect) -> None:
+        self.conn = conn
+        self._dialect = dialect
+
+    def execute(self, sql: str, params: Sequence[Any] = (), *, ddl: bool = False) -> Any:
+        """Run one statement; ``ddl`` translates a migration's column types as well."""
+        dialect = self._dialect
+        text = dialect.sql(dialect.ddl(sql) if ddl else sql)
+        return self.conn.execute(text, dialect.params(params))
 
 
 def _split_sql(sql: str) -> list[str]:

@@ -139,7 +139,8 @@ _OWNER_STARTED = process_start(_OWNER_PID)
 
 
 class TaskStore:
-    """Task rows and their events in the runtime's SQLite store (migration namespace ``tasks``)."""
+    """Task rows and their events in the runtime's store, SQLite or PostgreSQL (migration
+    namespace ``tasks``)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
