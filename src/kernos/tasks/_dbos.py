@@ -238,13 +238,13 @@ class DBOSEngine:
     ) -> None:
         self.scheduler = scheduler
         runtime = scheduler.runtime
-        self.url = system_database_url(runtime.home, getattr(runtime, "store_url", None))
+        self.url = system_database_url(runtime.home, runtime.config.store_url)
         executes = worker or scheduler.config.tasks.run_executes
         if listen is None and not executes:
             listen = []  # only workers run children
         self.listen = listen
         self.remote = remote if remote is not None else (self.run_remote if executes else None)
-        self.on_crash = crash_mode(scheduler.config, getattr(runtime, "store_url", None))
+        self.on_crash = crash_mode(scheduler.config, runtime.config.store_url)
         self.heartbeat = scheduler.config.tasks.heartbeat
         self._beats: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None

@@ -88,7 +88,7 @@ def crash_mode(config: Config, store_url: str | None = None) -> str:
 
 
 def make_engine(scheduler: TaskScheduler) -> TaskEngine:
-    name = engine_name(scheduler.config, getattr(scheduler.runtime, "store_url", None))
+    name = engine_name(scheduler.config, scheduler.config.store_url)
     if name == "dbos":
         from kernos.tasks._dbos import DBOSEngine
 

@@ -100,7 +100,7 @@ class TaskScheduler:
         self._flush_scheduled = False
         self._changed = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
-        resume = crash_mode(self.config, getattr(runtime, "store_url", None)) == "resume"
+        resume = crash_mode(self.config, runtime.config.store_url) == "resume"
         self.lost_on_start = self.store.reconcile(resume=resume) if reconcile else []
 
     # -- running -----------------------------------------------------------------------------
