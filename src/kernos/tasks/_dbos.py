@@ -381,6 +381,12 @@ class DBOSEngine:
                     return
                 items, done = admission
             except asyncio.CancelledError:
+                if record.end_as == TaskStatus.LOST:
+                    # the run ends without waiting (--no-wait): a child still queued, or running
+                    # in another process, is left to the executors; it is not lost
+                    log.info("task %s left to the other executors", record.id)
+                    record.end_as = None
+                    return
                 await asyncio.shield(self._cancel_workflow(wf_id))
                 self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
                 return

@@ -223,10 +223,10 @@ class TaskStore:
     def reconcile(self, *, resume: bool = False) -> list[str]:
         """Mark ``lost`` every pending/running task whose owning process is gone; returns ids.
 
-        A task of the DBOS engine belongs to its executor, not to the process that spawned it:
-        queued, it waits for any executor; running, it is lost when its executor (on this host)
-        is gone, unless ``resume`` (``[tasks] on_crash = "resume"``): then DBOS resumes it.
-        Executors on other hosts are judged by their heartbeats (the engine's reaper).
+        A task of the DBOS engine that an executor took belongs to that executor: it is lost when
+        the executor (on this host) is gone, unless ``resume`` (``[tasks] on_crash = "resume"``):
+        then DBOS resumes it. Executors on other hosts are judged by their heartbeats (the
+        engine's reaper). One no executor took yet goes with the process that spawned it.
         """
         self.flush()
         marks = ", ".join("?" for _ in ACTIVE)
@@ -239,9 +239,9 @@ class TaskStore:
         host = socket.gethostname()
         for row in rows:
             pid, started = row["owner_pid"], row["owner_started"]
-            if row["engine"] == "dbos":
-                if resume or row["status"] != "running" or not row["executor"]:
-                    continue
+            if row["engine"] == "dbos" and (resume or row["executor"]):
+                if resume:
+                    continue  # DBOS resumes it elsewhere
                 where, _, number = str(row["executor"]).rpartition(":")
                 if where != host or not number.isdigit():
                     continue
