@@ -1,7 +1,8 @@
 """Benchmark start-up: the light commands against ``python -c "import typer, rich"``.
 
-Runs ``kernos --help``, ``kernos --version``, ``kernos tasks list`` (an empty store) and
-``kernos channels`` (a ``kernos.toml`` with one file channel), each in a fresh process, interleaved
+Runs ``kernos --help``, ``kernos --version``, ``kernos tasks list [--json]`` (an empty store),
+``kernos channels`` (a ``kernos.toml`` with one file channel) and ``kernos --show-completion bash``,
+each in a fresh process, interleaved
 with the reference, for ``--rounds`` rounds; prints the median wall time and CPU time (user + system
 of the child) of each and its ratio to the reference's median. Target (issue 13): every ratio ≤ 3.
 A bare typer app running one command with two options is shown as the floor: typer (0.29) itself
@@ -26,7 +27,14 @@ import time
 from pathlib import Path
 
 REFERENCE = "import typer, rich"
-COMMANDS = [["--help"], ["--version"], ["tasks", "list"], ["channels"]]
+COMMANDS = [
+    ["--help"],
+    ["--version"],
+    ["tasks", "list"],
+    ["tasks", "list", "--json"],
+    ["channels"],
+    ["--show-completion", "bash"],
+]
 #: the least a typer command with options costs: what ``kernos tasks list`` cannot go below
 FLOOR = """\
 import sys

@@ -29,6 +29,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "ANTHROPIC_API_KEY",
     ):
         monkeypatch.delenv(name, raising=False)
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)  # a developer's collector gets no test spans
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "no-tiktoken-cache"))
 
 
@@ -52,6 +54,22 @@ def _no_remote_network(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_connect(self, address)  # type: ignore[arg-type]
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+ENGINES = ("lean", "pydantic-ai")
+
+
+def pytest_report_header() -> str:
+    """Which model engine the suite runs on: ``KERNOS_ENGINE=pydantic-ai pytest`` runs every
+    OpenAI-compatible session on pydantic-ai (``make pytest`` does a second pass that way)."""
+    return f"kernos engine: {os.environ.get('KERNOS_ENGINE') or 'default (lean for openai-chat)'}"
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per engine (``KERNOS_ENGINE`` set for the process and subprocesses)."""
+    monkeypatch.setenv("KERNOS_ENGINE", request.param)
+    return str(request.param)
 
 
 @pytest.fixture

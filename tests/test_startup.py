@@ -29,7 +29,7 @@ except SystemExit as exc:
     code = exc.code or 0
 modules = sorted({name.partition(".")[0] for name in sys.modules})
 with open(report, "w", encoding="utf-8") as out:
-    json.dump({"exit": code, "modules": modules}, out)
+    json.dump({"exit": code, "modules": modules, "full": sorted(sys.modules)}, out)
 """
 
 #: what only a command that talks to a model (or sends through such a channel) may load
@@ -45,6 +45,14 @@ description = "Where the agent writes its log."
 
 
 def run_light(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    done, modules, _ = run_probe(tmp_path, *args)
+    return done, modules
+
+
+def run_probe(
+    tmp_path: Path, *args: str
+) -> tuple[subprocess.CompletedProcess[str], set[str], set[str]]:
+    """Like :func:`run_light`, also returning every module's full name."""
     report = tmp_path / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(report), *args],
@@ -57,7 +65,7 @@ def run_light(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[s
     assert report.exists(), done.stderr
     loaded = json.loads(report.read_text(encoding="utf-8"))
     assert loaded["exit"] == 0, done.stderr
-    return done, set(loaded["modules"])
+    return done, set(loaded["modules"]), set(loaded["full"])
 
 
 @pytest.mark.parametrize("flag", ["--help", "--version"])
@@ -74,6 +82,41 @@ def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
     assert "sqlite3" in modules  # the probe saw the store being read
     assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
     assert "psycopg" not in modules  # PostgreSQL's driver only when a PostgreSQL URL is set
+
+
+#: what a command that only reads the store does not need (issue 13 §1: the cuts that got
+#: ``tasks`` near the floor): the config models, an event loop, rich's console, the boundary
+NOT_FOR_THE_STORE = {"kernos.runtime._config", "asyncio", "rich.console", "kernos.boundary"}
+
+
+@pytest.mark.parametrize(
+    "args", [("tasks", "list"), ("tasks", "list", "--json"), ("tasks", "list", "-n", "3")]
+)
+def test_task_commands_read_the_store_without_the_config_models(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    report = tmp_path / "modules.json"
+    subprocess.run(
+        [sys.executable, "-c", PROBE, str(report), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    loaded = json.loads(report.read_text(encoding="utf-8"))
+    assert loaded["exit"] == 0
+    assert sorted(set(loaded["full"]) & NOT_FOR_THE_STORE) == []
+    assert sorted(set(loaded["modules"]) & (MODEL_STACK | CHANNEL_CLIENTS)) == []
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_show_completion_is_light(tmp_path: Path, shell: str) -> None:
+    done, modules, full = run_probe(tmp_path, "--show-completion", shell)
+    assert "_KERNOS_COMPLETE" in done.stdout
+    assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS | {"pydantic"})) == []
+    assert "kernos.runtime._config" not in full
 
 
 def test_channels_loads_only_the_configured_kind(tmp_path: Path) -> None:
@@ -98,3 +141,19 @@ def test_lazy_names_match_all_and_their_modules(name: str) -> None:
     assert set(package.__all__) <= set(dir(package))
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         package.nope  # noqa: B018
+
+
+def test_a_store_named_in_the_config_goes_through_the_whole_config(tmp_path: Path) -> None:
+    # a [store] table (or KERNOS_STORE_URL) names where the store is: the light path must not
+    # guess the SQLite file; the whole config is loaded and its error, if any, is exit 2
+    (tmp_path / "kernos.toml").write_text('[store]\nurl = "not a url"\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "kernos", "tasks", "list"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "kernos.toml: store" in done.stderr

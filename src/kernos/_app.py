@@ -159,15 +159,25 @@ async def run_agent(
     agent: str = "main",
     wait: bool = True,
     on_event: Callable[[SessionEvent], None] | None = None,
+    session_id: str | None = None,
+    history: Sequence[Any] = (),
+    stream: bool = False,
 ) -> RunOutcome:
     """Run ``agent`` on ``prompt`` with every subsystem's tools; wait for background children
-    (and deliver their completions) unless ``wait`` is false."""
+    (and deliver their completions) unless ``wait`` is false. ``session_id`` and ``history``
+    continue an earlier session (``kernos run --continue``): its id, its restored messages;
+    ``stream``: the agent's text arrives as ``delta`` events while it is written."""
     session: Session | None = None
+    options: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
     try:
-        async with agent_session(runtime, agent, on_event=on_event, wait=wait) as (
+        async with agent_session(
+            runtime, agent, on_event=on_event, wait=wait, stream=stream, **options
+        ) as (
             session,
             toolsets,
         ):
+            if history:
+                session.history = list(history)  # before the first prompt (the resume seam)
             log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
             try:
                 text = await (session.serve(prompt, toolsets) if wait else session.prompt(prompt))

@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the whole task suite, serially (several minutes)
 @pytest.mark.skipif(
     os.environ.get("KERNOS_TASK_ENGINE") == "dbos", reason="this run is the DBOS run already"
 )

@@ -38,13 +38,14 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
     assert sizes == snapshot(
         {
             "task_description.md": 1339,
-            "task_send.md": 399,
+            "task_send.md": 415,
             "task_output.md": 245,
             "task_cancel.md": 138,
             "child_preamble.md": 199,
             "worker_instructions.md": 144,
             "completion_notice.md": 210,
             "still_running.md": 291,
+            "limit_reached.md": 109,
             "task description (rendered, test config)": 1381,
         }
     )

@@ -11,23 +11,52 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kernos.runtime import Runtime
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+
 #: status and progress go to stderr; data goes to stdout. Markup is off: most of what is printed is
 #: model or user text (``[mail]``, ``deploy [/] done``), which must show as written and never raise
 #: ``MarkupError``; kernos styles its own fixed strings with ``rich.text.Text`` or ``markup=True``.
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+class LazyConsole:
+    """A rich ``Console`` made on first use: ``rich.console`` costs ~30 ms to import, which a
+    command that prints only data (``kernos tasks list``) never needs."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    @property
+    def real(self) -> Console:
+        """The console itself, for rich APIs that take one (``Progress(console=...)``)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+_err = LazyConsole(stderr=True, highlight=False, soft_wrap=True, markup=False)
+err = cast("Console", _err)
+
+
+def stderr_console() -> Console:
+    """The stderr console as a real ``rich.console.Console`` (made now if it was not yet)."""
+    return _err.real
+
 
 ConfigOption = Annotated[
     Path | None,
@@ -43,6 +72,8 @@ T = TypeVar("T")
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print a one-line error to stderr and return the exit to raise."""
+    from rich.markup import escape
+
     from kernos.runtime import scrub_text  # pydantic comes with it; `--help` needs none
 
     err.print(f"[bold red]error:[/] {escape(scrub_text(message))}", markup=True, highlight=False)
@@ -152,9 +183,13 @@ def write_stdout(text: str) -> None:
     Text is cleaned at the runtime boundary already; this is the last line of defence: a character
     stdout cannot encode is replaced rather than crashing the command after its work is done.
     """
-    from kernos.boundary import clean_text
+    data = text if text.endswith("\n") else text + "\n"
+    try:
+        data.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: only then load the boundary's cleaner
+        from kernos.boundary import clean_text
 
-    data = clean_text(text if text.endswith("\n") else text + "\n")
+        data = clean_text(data)
     try:
         sys.stdout.write(data)
     except UnicodeEncodeError:

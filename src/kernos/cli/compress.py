@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
-import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,10 +20,10 @@ from kernos.cli._common import (
     err,
     fail,
     open_runtime,
+    stderr_console,
     write_stdout,
 )
 from kernos.compress import DEFAULT_MAX_TOKENS, Tokenizer
-from kernos.compress._write import atomic_write
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -37,6 +35,9 @@ async def _run_until_signalled(
     run: Callable[..., Awaitable[list[FileReport]]], total: int, progress: Progress | None
 ) -> tuple[list[FileReport], bool]:
     """Run with SIGINT/SIGTERM aborting sessions in flight; returns (reports, interrupted)."""
+    import asyncio
+    import signal
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -61,6 +62,8 @@ def _write_json(path: Path, reports: list[FileReport], model: str) -> bool:
 
     document = json.dumps(json_report(reports, model=model), ensure_ascii=False, indent=2)
     try:
+        from kernos.compress._write import atomic_write
+
         atomic_write(path, document + "\n")
     except OSError as exc:
         err.print(f"error: cannot write the --json report: {exc}", markup=False, highlight=False)
@@ -158,7 +161,7 @@ def register(app: typer.Typer) -> None:
                     BarColumn(),
                     MofNCompleteColumn(),
                     TimeElapsedColumn(),
-                    console=err,
+                    console=stderr_console(),
                     transient=True,
                 )
                 if err.is_terminal
@@ -176,6 +179,8 @@ def register(app: typer.Typer) -> None:
                 max_tokens=max_tokens,
                 force=force,
             )
+            import asyncio
+
             with progress if progress is not None else contextlib.nullcontext():
                 reports, interrupted = asyncio.run(_run_until_signalled(run, len(paths), progress))
         finally:

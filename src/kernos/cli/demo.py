@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from kernos.cli._common import EXIT_FAILED, EXIT_OK, config_errors
+from kernos.cli._common import EXIT_FAILED, EXIT_OK, LazyConsole, config_errors
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kernos.runtime import SessionEvent
 
-out = Console(highlight=False, soft_wrap=True)
+out = cast("Console", LazyConsole(highlight=False, soft_wrap=True))
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as escape_markup
+
+    return escape_markup(text)
 
 
 def _short(value: object, limit: int = 150) -> str:
@@ -62,6 +66,9 @@ def register(app: typer.Typer) -> None:
             "[bold]kernos demo[/] — the model's turns are [bold]replayed from bundled "
             "cassettes[/]; every tool call runs through the real kernos code (no key, no network)."
         )
+        import asyncio
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="kernos-demo-") as temp:
             where = workspace.resolve() if workspace else Path(temp)
             out.print(f"\n[bold]1. kernos run[/] {PROMPT!r}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Annotated
 
@@ -76,6 +75,8 @@ def register(app: typer.Typer) -> None:
                 else:
                     err.print(f"kernos mcp: http://{http}/mcp (agent {agent})", markup=False)
                     work = server.serve_http(address[0], address[1], token)
+                import asyncio
+
                 asyncio.run(run_until_signal(work))
         except Interrupted as exc:
             raise typer.Exit(exc.exit_code) from None

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import sys
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.text import Text
 
 from kernos.cli._common import (
     EXIT_FAILED,
@@ -23,9 +23,49 @@ from kernos.cli._common import (
     open_runtime,
     write_stdout,
 )
+from kernos.cli._table import age
 
 if TYPE_CHECKING:
-    from kernos.runtime import SessionEvent
+    from kernos.runtime import Runtime, SessionEvent
+
+T = TypeVar("T")
+
+#: ``kernos run`` stopped by ``--timeout`` (or its agent's ``timeout``), as GNU timeout(1) exits
+EXIT_TIMEOUT = 124
+
+
+class RunTimedOut(Exception):
+    """The whole run reached its ``--timeout``; the run and its children were cancelled."""
+
+
+async def capped(work: Awaitable[T], seconds: float | None) -> T:
+    """Await ``work`` for at most ``seconds`` (``None``: no limit); when the time is up it is
+    cancelled (its cleanup runs: children are recorded ``cancelled``) and :class:`RunTimedOut`
+    is raised."""
+    import asyncio
+
+    if seconds is None:
+        return await work
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            return await work
+    except TimeoutError:
+        if deadline.expired():
+            raise RunTimedOut() from None
+        raise
+
+
+def _timeout_seconds(value: str | None) -> float | None:
+    from kernos.runtime import parse_duration
+    from kernos.runtime._budget import DURATION_FIX
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value) or None
+    except ValueError as exc:
+        raise fail(f"--timeout: {exc}; {DURATION_FIX}") from None
 
 
 def _clip(text: str, limit: int = 160) -> str:
@@ -34,6 +74,8 @@ def _clip(text: str, limit: int = 160) -> str:
 
 def activity(event: SessionEvent) -> None:
     """Tool activity on stderr, one short line each; model text is shown as written (no markup)."""
+    from rich.text import Text
+
     who = Text(event.agent if event.agent == "main" else f"{event.agent}/{event.session_id}", "dim")
     if event.kind == "tool_call":
         args = event.data.get("args")
@@ -46,9 +88,109 @@ def activity(event: SessionEvent) -> None:
         err.print(Text.assemble(who, " ", mark, " ", _clip(first)))
 
 
+class AnswerStream:
+    """Writes the agent's streamed text to stdout as it arrives (``--stream``).
+
+    Text written while background children are still running is held back (more turns will
+    follow, so it is not the final answer); other text is written as it comes, answers separated
+    by a newline. :meth:`finish` then writes the final answer unless it was the last text
+    streamed (a model that cannot stream, an answer held back), so stdout always ends with the
+    final answer and a newline.
+    """
+
+    def __init__(self) -> None:
+        self.current: list[str] = []
+        self.last = ""
+        self.any = False
+
+    def __call__(self, event: SessionEvent) -> None:
+        if event.kind == "delta":
+            if event.data.get("background"):
+                return  # not the last answer: children are running, their news comes next
+            if not self.current and self.any:
+                _write("\n")  # a new answer after an earlier one
+            self.current.append(event.data["text"])
+            self.any = True
+            _write(event.data["text"])
+        elif event.kind in ("tool_call", "text"):
+            if self.current:
+                self.last = "".join(self.current)  # one answer is complete
+            self.current = []
+
+    def finish(self, final: str) -> None:
+        if self.current:
+            self.last = "".join(self.current)
+            self.current = []
+        if self.any and self.last == final:
+            _write("\n")
+        elif final:
+            if self.any:
+                _write("\n")
+            write_stdout(final)
+        elif self.any:
+            _write("\n")
+
+
+def _write(text: str) -> None:
+    """Streamed text on stdout, flushed; unencodable characters replaced, never a crash."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))
+    sys.stdout.flush()
+
+
 def _say_interrupted(signum: int) -> None:
+    import signal
+
     name = signal.Signals(signum).name
     err.print(f"{name} received: cancelling running tasks and stopping", markup=False)
+
+
+@dataclass(frozen=True)
+class _Resumed:
+    session_id: str
+    agent: str
+    history: list[Any]
+
+
+def _resumed(
+    runtime: Runtime, session_id: str | None, latest: bool, agent: str | None, quiet: bool
+) -> _Resumed | None:
+    """The session ``--session ID`` / ``--continue`` names, its history loaded; ``None`` for a
+    new session. Raises the one-line exit 2 when there is none to continue."""
+    if session_id is None and not latest:
+        return None
+    from kernos.runtime import get_session, latest_session, load_history
+
+    with config_errors():
+        store = runtime.store
+        row = get_session(store, session_id) if session_id else latest_session(store)
+        if row is None and session_id is not None:
+            raise fail(
+                f"there is no session {session_id} in this store ({runtime.home}); "
+                "`kernos sessions` lists the ones you can continue"
+            )
+        if row is None:
+            raise fail(
+                f"there is no earlier session in this store ({runtime.home}) to continue; "
+                "run without --continue to start one"
+            )
+        if agent is not None and agent != row["agent"]:
+            raise fail(
+                f"session {row['id']} is a conversation with agent {row['agent']}; drop "
+                f"--agent {agent} to continue it, or start a new run without --continue/--session"
+            )
+        history = load_history(runtime.store, row["id"])
+    if not quiet:
+        now = time.time()
+        err.print(
+            f"continuing session {row['id']} ({row['turns']} turns, last active "
+            f"{age(row['last_active'] or row['started_at'], now)})",
+            markup=False,
+        )
+    return _Resumed(row["id"], row["agent"], history)
 
 
 def register(app: typer.Typer) -> None:
@@ -56,7 +198,10 @@ def register(app: typer.Typer) -> None:
     def run_command(
         prompt: Annotated[str, typer.Argument(help="What to ask the agent; '-' reads stdin.")],
         model: ModelOption = None,
-        agent: Annotated[str, typer.Option("--agent", "-a", help="Agent to run.")] = "main",
+        agent: Annotated[
+            str | None,
+            typer.Option("--agent", "-a", help="Agent to run (default main, or the session's)."),
+        ] = None,
         config: ConfigOption = None,
         record: Annotated[
             Path | None, typer.Option("--record", help="Write the model's turns to a cassette.")
@@ -68,50 +213,115 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[
             bool, typer.Option("--quiet", "-q", help="No activity on stderr.")
         ] = False,
+        continue_last: Annotated[
+            bool,
+            typer.Option("--continue", help="Continue the most recent session of this store."),
+        ] = False,
+        session_id: Annotated[
+            str | None,
+            typer.Option("--session", help="Continue the session ID (see `kernos sessions`)."),
+        ] = None,
+        timeout: Annotated[
+            str | None,
+            typer.Option(
+                "--timeout",
+                help="Cap the whole run, e.g. 30m (default: the agent's timeout); when it is up "
+                "the run and its children are cancelled and kernos exits 124.",
+            ),
+        ] = None,
+        stream: Annotated[
+            bool,
+            typer.Option(
+                "--stream/--no-stream",
+                help="Write the answer to stdout as it arrives (--no-stream: once, at the end).",
+            ),
+        ] = True,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
-        from kernos._app import Interrupted, run_agent, run_until_signal
+        import asyncio
 
+        from kernos._app import Interrupted, run_agent, run_until_signal
+        from kernos.runtime import format_duration
+
+        seconds = _timeout_seconds(timeout)
         if prompt == "-":
             prompt = sys.stdin.read()
         if not prompt.strip():
             raise fail("PROMPT is empty; pass what the agent should do")
+        if continue_last and session_id is not None:
+            raise fail("--continue and --session both pick a session; pass one of them")
         runtime = open_runtime(config, model, record, store=True)
+        try:
+            resumed = _resumed(runtime, session_id, continue_last, agent, quiet)
+        except typer.Exit:
+            runtime.close()
+            raise
+        agent = agent or (resumed.agent if resumed else "main")
         from kernos.cli._usage_store import UsageRecorder
 
         with config_errors():
             usage = UsageRecorder(runtime.store)
 
+        streamed = AnswerStream()
+
         def on_event(event: SessionEvent) -> None:
             usage(event)
+            if stream:
+                streamed(event)
             if not quiet:
                 activity(event)
 
+        from kernos.runtime._trace import span
+
         try:
-            with config_errors():
+            with config_errors(), span("kernos.run", agent=agent, model=model) as traced:
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
+                traced.set(model=runtime.model_name(agent))
+                if timeout is None:
+                    seconds = runtime.config.agent_budget(agent).timeout
                 outcome = asyncio.run(
                     run_until_signal(
-                        run_agent(
-                            runtime,
-                            prompt,
-                            agent=agent,
-                            wait=not no_wait,
-                            on_event=on_event,
+                        capped(
+                            run_agent(
+                                runtime,
+                                prompt,
+                                agent=agent,
+                                wait=not no_wait,
+                                on_event=on_event,
+                                session_id=resumed.session_id if resumed else None,
+                                history=resumed.history if resumed else (),
+                                stream=stream,
+                            ),
+                            seconds,
                         ),
                         on_signal=_say_interrupted,
                     )
                 )
+                traced.set(session_id=outcome.session_id, error=outcome.error)
         except Interrupted as exc:
             raise typer.Exit(exc.exit_code) from None
+        except RunTimedOut:
+            if not quiet:
+                from kernos.runtime._usage import summary_line, total
+
+                err.print(summary_line(total(usage.priced())), markup=False)
+            shown = format_duration(seconds or 0)
+            where = "--timeout" if timeout is not None else f"agent {agent}'s timeout"
+            raise fail(
+                f"the run reached its {where} of {shown} and was stopped; its running children "
+                "were cancelled (raise the limit to let it finish)",
+                EXIT_TIMEOUT,
+            ) from None
         finally:
             runtime.close()
         if not quiet:  # the run went to its end (an error answer included): its total
             from kernos.runtime._usage import summary_line, total
 
             err.print(summary_line(total(usage.priced())), markup=False)
-        if outcome.text:
+        if stream:
+            streamed.finish(outcome.text)
+        elif outcome.text:
             write_stdout(outcome.text)
         if outcome.error:
             raise fail(f"the run failed: {outcome.error}", EXIT_FAILED)

@@ -7,7 +7,6 @@ goes to stderr worded for a person at a shell (the model's wording points at mod
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -126,6 +125,8 @@ def register(app: typer.Typer) -> None:
         for flag, given in (("--type", type_), ("--meta", meta)):
             if (problem := _repeat_error(flag, given, len(payload))) is not None:
                 raise fail(problem)
+        import asyncio
+
         receipt = asyncio.run(
             _send_and_close(
                 kernel,

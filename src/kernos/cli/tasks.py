@@ -1,5 +1,5 @@
-"""``kernos tasks list | show ID | output ID [--tail N] [--follow] | cancel ID``: the task store
-from the command line. Every command first marks the tasks of dead processes ``lost``.
+"""``kernos tasks list | show ID | output ID [--tail N] [--follow] | cancel ID | watch``: the task
+store from the command line. Every command first marks the tasks of dead processes ``lost``.
 
 ``--json`` prints one JSON document on stdout with the keys documented in the README ("Scriptable
 output"); the human form is a table with a header row and times as ages.
@@ -8,6 +8,7 @@ output"); the human form is a table with a header row and times as ages.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from kernos.cli._common import (
     EXIT_USAGE,
     ConfigOption,
     config_errors,
+    enable_file_log,
     fail,
     open_runtime,
     write_stdout,
@@ -51,16 +53,32 @@ TASK_KEYS = (
 
 @contextmanager
 def _store(config: ConfigOption) -> Iterator[TaskStore]:
+    """The task store, without the config models: these commands read the store only, so the
+    config is checked just for being readable TOML (start-up stays light, and a config problem
+    that concerns models or channels does not stop them)."""
+    from kernos.runtime import Store, kernos_home
+    from kernos.runtime._home import config_file
     from kernos.tasks import TaskStore
 
-    runtime = open_runtime(config, store=True)
+    with config_errors():
+        _, data = config_file(config)
+    if "store" in data or os.environ.get("KERNOS_STORE_URL"):
+        # a store named by the config or the environment: the whole config says where
+        runtime = open_runtime(config, store=True)
+        opened, close = runtime.store, runtime.close
+    else:
+        home = kernos_home()
+        with config_errors():
+            opened = Store.open(home)
+        enable_file_log(home)
+        close = opened.close
     try:
         with config_errors():  # a damaged store (a task table missing) is exit 2 with the fix
-            store = TaskStore(runtime.store)
+            store = TaskStore(opened)
             store.reconcile()
         yield store
     finally:
-        runtime.close()
+        close()
 
 
 def _unknown(task_id: str) -> typer.Exit:
@@ -240,5 +258,28 @@ def register(app: typer.Typer) -> None:
             if not changed:
                 raise fail(message, EXIT_FAILED)
             write_stdout(message)
+
+    @group.command("watch")
+    def watch_command(
+        config: ConfigOption = None,
+        once: Annotated[
+            bool, typer.Option("--once", help="Print one snapshot and exit (for scripts).")
+        ] = False,
+        limit: Annotated[
+            int, typer.Option("--limit", "-n", help="How many tasks, newest first.")
+        ] = 100,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Each snapshot as one JSON document per line.")
+        ] = False,
+    ) -> None:
+        """A live view of the tasks (↑/↓ select, t transcript, c cancel, q quit); a refreshing
+        table when stdout is not a terminal."""
+        if not 1 <= limit <= _MAX_LIMIT:
+            raise fail(f"--limit must be between 1 and {_MAX_LIMIT}; got {limit}")
+        from kernos.cli._watch import watch
+
+        with _store(config) as store:
+            code = watch(store, once=once, as_json=as_json, limit=limit, write=write_stdout)
+        raise typer.Exit(code)
 
     app.add_typer(group, name="tasks")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated
@@ -55,6 +54,8 @@ def register(app: typer.Typer) -> None:
             {"name": e.spec.name, "source": e.source, "description": e.summary} for e in entries
         ]
         if loaded.mcp:
+            import asyncio
+
             with config_errors():
                 rows += asyncio.run(_mcp_rows(loaded, agent))
         if as_json:

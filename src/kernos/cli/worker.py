@@ -8,7 +8,6 @@ are then left to the crash rule (``[tasks] on_crash``: resumed by another execut
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -28,6 +27,8 @@ if TYPE_CHECKING:
 
 async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
     """Execute children from the queues of ``models`` (default: every model) until cancelled."""
+    import asyncio  # on first use: start-up stays light (tests/test_startup.py)
+
     from kernos._app import TOOLSETS, _task_toolset, agent_session
     from kernos.tasks import TaskManager
     from kernos.tasks._dbos import DBOSEngine, queue_name
@@ -70,6 +71,8 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Execute sub-agent tasks from the shared queues (the DBOS engine) until stopped."""
+        import asyncio
+
         from kernos._app import Interrupted, run_until_signal
 
         chosen = [m.strip() for m in (models or "").split(",") if m.strip()] or None

@@ -5,6 +5,7 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
+    from kernos.runtime._budget import Budget, BudgetExceeded, format_duration, parse_duration
     from kernos.runtime._cassette import (
         CassetteError,
         RecordingModel,
@@ -17,7 +18,6 @@ if typing.TYPE_CHECKING:
         AgentConfig,
         CategoryConfig,
         Config,
-        ConfigError,
         McpServerConfig,
         ModelAlias,
         NoModelError,
@@ -25,11 +25,12 @@ if typing.TYPE_CHECKING:
         TasksConfig,
         ToolConfig,
         WorkspaceConfig,
-        kernos_home,
         load_config,
         parse_agent_file,
-        project_root,
     )
+    from kernos.runtime._errors import ConfigError, KernosError
+    from kernos.runtime._history import history_from_turns, load_history
+    from kernos.runtime._home import kernos_home, project_root
     from kernos.runtime._models import pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
@@ -47,6 +48,7 @@ if typing.TYPE_CHECKING:
         url_secrets,
     )
     from kernos.runtime._session import Session, SessionEvent, new_session_id
+    from kernos.runtime._sessions import get_session, latest_session, list_sessions, record_session
     from kernos.runtime._store import Migration, Store, StoreError, redact
     from kernos.runtime._toolsets import (
         BaseToolset,
@@ -63,11 +65,14 @@ __all__ = [
     "NO_MODEL_MESSAGE",
     "AgentConfig",
     "BaseToolset",
+    "Budget",
+    "BudgetExceeded",
     "Cancellable",
     "CassetteError",
     "CategoryConfig",
     "Config",
     "ConfigError",
+    "KernosError",
     "McpServerConfig",
     "Migration",
     "ModelAlias",
@@ -93,17 +98,25 @@ __all__ = [
     "as_pydantic_ai",
     "cancel_toolsets",
     "forget_secrets",
+    "format_duration",
+    "get_session",
+    "history_from_turns",
     "install_log_scrubber",
     "kernos_home",
     "known_secrets",
     "latest_message_text",
+    "latest_session",
+    "list_sessions",
     "load_config",
+    "load_history",
     "new_session_id",
     "normalized",
     "parse_agent_file",
+    "parse_duration",
     "path_problem",
     "pick_model_name",
     "project_root",
+    "record_session",
     "redact",
     "register_env_secrets",
     "register_secrets",
@@ -121,11 +134,14 @@ __all__ = [
 _EXPORTS = {
     "AgentConfig": "_config",
     "BaseToolset": "_toolsets",
+    "Budget": "_budget",
+    "BudgetExceeded": "_budget",
     "Cancellable": "_toolsets",
     "CassetteError": "_cassette",
     "CategoryConfig": "_config",
     "Config": "_config",
-    "ConfigError": "_config",
+    "ConfigError": "_errors",
+    "KernosError": "_errors",
     "McpServerConfig": "_config",
     "Migration": "_store",
     "ModelAlias": "_config",
@@ -152,17 +168,25 @@ _EXPORTS = {
     "as_pydantic_ai": "_pydantic_ai",
     "cancel_toolsets": "_toolsets",
     "forget_secrets": "_secrets",
+    "get_session": "_sessions",
+    "history_from_turns": "_history",
+    "format_duration": "_budget",
     "install_log_scrubber": "_secrets",
-    "kernos_home": "_config",
+    "kernos_home": "_home",
     "known_secrets": "_secrets",
     "latest_message_text": "_cassette",
+    "latest_session": "_sessions",
+    "list_sessions": "_sessions",
     "load_config": "_config",
+    "load_history": "_history",
     "new_session_id": "_session",
     "normalized": "_pydantic_ai",
     "parse_agent_file": "_config",
+    "parse_duration": "_budget",
     "path_problem": "_workspace",
     "pick_model_name": "_models",
-    "project_root": "_config",
+    "project_root": "_home",
+    "record_session": "_sessions",
     "redact": "_store",
     "register_env_secrets": "_secrets",
     "register_secrets": "_secrets",

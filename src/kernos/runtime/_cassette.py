@@ -43,6 +43,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from kernos.runtime._clean import clean_response
 from kernos.runtime._secrets import scrub_text
 from kernos.runtime._store import redact
 
@@ -117,7 +118,15 @@ class ReplayModel(FunctionModel):
         return self._used.count(False)
 
     def _answer(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        latest = latest_message_text(messages)
+        return _response_from_turn(*self.take_turn(latest_message_text(messages)))
+
+    def take_turn(self, latest: str) -> tuple[dict[str, Any], int]:
+        """The first unused turn that fits a request whose latest message is ``latest`` (used up
+        unless it repeats), and its index; both engines replay through here.
+
+        Raises:
+            CassetteError: no turn fits.
+        """
         with self._lock:
             for index, turn in enumerate(self._turns):
                 if self._used[index]:
@@ -125,7 +134,7 @@ class ReplayModel(FunctionModel):
                 match = turn.get("match")
                 if match is None or str(match) in latest:
                     self._used[index] = not turn.get("repeat", False)
-                    return _response_from_turn(turn, index)
+                    return turn, index
         shown = latest if len(latest) <= 200 else latest[:197] + "..."
         raise CassetteError(
             f"cassette {self.cassette_path} has no turn left for this request "
@@ -133,11 +142,17 @@ class ReplayModel(FunctionModel):
         )
 
 
+def finish_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A recorded turn as written: its ``match`` scrubbed, then cut (half a token is no longer a
+    value the scrubber recognises), and every secret redacted."""
+    turn["match"] = scrub_text(turn["match"])[:120]
+    return redact(turn)  # type: ignore[no-any-return]
+
+
 def _turn_from_response(
     messages: Sequence[ModelMessage], response: ModelResponse
 ) -> dict[str, Any]:
-    # scrubbed before it is cut: half a token is no longer a value the scrubber recognises
-    turn: dict[str, Any] = {"match": scrub_text(latest_message_text(messages))[:120]}
+    turn: dict[str, Any] = {"match": latest_message_text(messages)}
     text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
     if text:
         turn["text"] = text
@@ -148,7 +163,7 @@ def _turn_from_response(
     ]
     if calls:
         turn["tool_calls"] = calls
-    return redact(turn)  # type: ignore[no-any-return]
+    return finish_turn(turn)
 
 
 _RECORD_LOCK = threading.Lock()
@@ -188,11 +203,20 @@ class RecordingModel(WrapperModel):
             messages, model_settings, model_request_parameters, run_context
         ) as stream:
             yield stream
-        self._record(messages, stream.get())
+        # a streamed answer passes CleanTextModel by: clean what is written, as for request()
+        self._record(messages, clean_response(stream.get()))
 
     def _record(self, messages: Sequence[ModelMessage], response: ModelResponse) -> None:
+        self._write(_turn_from_response(messages, response))
+
+    def record_turn(self, turn: dict[str, Any]) -> None:
+        """Record a turn the lean engine answered: ``{"match": latest message text, "text",
+        "tool_calls"}`` (scrubbed and cut here, as for the pydantic-ai engine)."""
+        self._write(finish_turn(turn))
+
+    def _write(self, turn: dict[str, Any]) -> None:
         with self._lock:
-            self.turns.append(_turn_from_response(messages, response))
+            self.turns.append(turn)
             write_cassette(self.cassette_path, self.turns)
 
 

@@ -15,18 +15,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from kernos.runtime._budget import (
+    COUNT_FIX,
+    DURATION_FIX,
+    Budget,
+    parse_count,
+    parse_duration,
+    pick_budget,
+)
+
+# defined in _errors (light: the store raises it without building these models); kept here too
+from kernos.runtime._errors import ConfigError as ConfigError
+from kernos.runtime._home import _read_text, config_file
+from kernos.runtime._home import kernos_home as kernos_home
+from kernos.runtime._home import project_root as project_root
 from kernos.runtime._secrets import register_secrets, register_url_secrets
-
-
-class ConfigError(Exception):
-    """The configuration is wrong: ``file``, ``key`` and ``fix`` say where and what to do."""
-
-    def __init__(self, file: str | Path | None, key: str, problem: str, fix: str) -> None:
-        self.file = str(file) if file is not None else "(config)"
-        self.key = key
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{self.file}: {key}: {problem}; {fix}")
 
 
 class NoModelError(ConfigError):
@@ -49,6 +52,36 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Budgeted(_Strict):
+    """The budget keys an agent, a category and ``[tasks]`` (the defaults) share: ``timeout``
+    (wall clock, ``"10m"``), ``max_turns`` (model requests), ``max_tokens`` (input + output);
+    ``0`` is no limit."""
+
+    timeout: float | None = None
+    max_turns: int | None = None
+    max_tokens: int | None = None
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise PydanticCustomError("duration", str(exc)) from None
+
+    @field_validator("max_turns", "max_tokens", mode="before")
+    @classmethod
+    def _count(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return parse_count(value)
+        except ValueError as exc:
+            raise PydanticCustomError("count", str(exc)) from None
+
+
 class ModelAlias(_Strict):
     """``[models.NAME]``: a named model with its own endpoint."""
 
@@ -56,9 +89,11 @@ class ModelAlias(_Strict):
     base_url: str | None = None
     api_key_env: str | None = None
     concurrency: int | None = Field(default=None, ge=0)
+    #: ``"pydantic-ai"`` keeps an OpenAI-compatible model on pydantic-ai (default: the lean engine)
+    engine: Literal["lean", "pydantic-ai"] | None = None
 
 
-class AgentConfig(_Strict):
+class AgentConfig(_Budgeted):
     """``[agents.NAME]`` or ``.kernos/agents/NAME.md``."""
 
     description: str = ""
@@ -77,7 +112,7 @@ class ToolConfig(_Strict):
     description: str | None = None
 
 
-class CategoryConfig(_Strict):
+class CategoryConfig(_Budgeted):
     """``[categories.NAME]``: a generic worker on the category's model."""
 
     description: str = ""
@@ -85,8 +120,9 @@ class CategoryConfig(_Strict):
     instructions: str = ""
 
 
-class TasksConfig(_Strict):
-    """``[tasks]``: sub-agent limits."""
+class TasksConfig(_Budgeted):
+    """``[tasks]``: sub-agent limits; ``timeout``, ``max_turns``, ``max_tokens`` are every
+    child's defaults (an agent's or a category's own keys win)."""
 
     max_depth: int = Field(default=1, ge=0)
     concurrency: int = Field(default=5, ge=0)
@@ -274,6 +310,21 @@ class Config(_Strict):
             f"define [agents.{name}] or .kernos/agents/{name}.md; known agents: {known}",
         )
 
+    def task_budget(self, category: str | None = None, agent: str | None = None) -> Budget:
+        """The limits of a child run on ``category`` or as ``agent``: its own keys, else the
+        ``[tasks]`` defaults."""
+        target: _Budgeted | None = None
+        if category is not None:
+            target = self.categories.get(category)
+        elif agent is not None:
+            target = self.agents.get(agent)
+        return pick_budget(self.tasks, target)
+
+    def agent_budget(self, name: str) -> Budget:
+        """The limits of a top-level session of agent ``name`` (``kernos run``): the agent's own
+        keys only; the ``[tasks]`` defaults are for children."""
+        return pick_budget(None, self.agents.get(name))
+
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -357,54 +408,25 @@ def register_config_urls(data: Any) -> None:
                 register_url_secrets(*(v for v in values if isinstance(v, str)))
 
 
-def project_root(cwd: Path | None = None) -> Path:
-    """The project a command works in: the nearest of the working directory and its parents that
-    holds a ``.kernos`` or a ``kernos.toml`` (found like ``.git``), else the working directory.
-
-    The state directory (unless ``KERNOS_HOME`` is set) and the default ``kernos.toml`` are both
-    read from there, so a subdirectory of a project sees the project's tasks and config.
-    """
-    start = (cwd or Path.cwd()).absolute()
-    for where in (start, *start.parents):
-        if (where / ".kernos").exists() or (where / "kernos.toml").is_file():
-            return where
-    return start
-
-
-def kernos_home(cwd: Path | None = None) -> Path:
-    """Where state lives: ``$KERNOS_HOME``, else ``.kernos`` in the project root (the nearest
-    directory up from the working directory that has one or a ``kernos.toml``; else the working
-    directory, where it is created)."""
-    env = os.environ.get("KERNOS_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    return (project_root(cwd) / ".kernos").resolve()
+def _validation_problem(file: Path | None, prefix: str, issue: Any) -> ConfigError:
+    key = ".".join(str(p) for p in (prefix, *issue["loc"]) if p != "")
+    if issue["type"] == "extra_forbidden":
+        return ConfigError(file, key, "unknown key", "remove it or check its spelling in the docs")
+    if issue["type"] == "missing":
+        return ConfigError(file, key, "required key is missing", "add it")
+    if issue["type"] == "duration":
+        return ConfigError(file, key, issue["msg"], DURATION_FIX)
+    if issue["type"] == "count":
+        return ConfigError(file, key, issue["msg"], COUNT_FIX)
+    return ConfigError(file, key, issue["msg"], "correct the value")
 
 
 def _raise_validation(file: Path | None, prefix: str, error: ValidationError) -> None:
-    issue = error.errors(include_url=False)[0]
-    key = ".".join(str(p) for p in (prefix, *issue["loc"]) if p != "")
-    if issue["type"] == "extra_forbidden":
-        raise ConfigError(file, key, "unknown key", "remove it or check its spelling in the docs")
-    if issue["type"] == "missing":
-        raise ConfigError(file, key, "required key is missing", "add it")
-    raise ConfigError(file, key, issue["msg"], "correct the value")
-
-
-def _read_text(path: Path) -> str:
-    """A config file's text; unreadable or non-UTF-8 is a :class:`ConfigError` saying so."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            path,
-            "(file)",
-            f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
-            "save it as UTF-8",
-        ) from None
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ConfigError(path, "(file)", f"cannot be read ({reason})", "check the path") from None
+    """Raise the first problem; the others ride along in ``others`` (for ``config check``)."""
+    problems = [_validation_problem(file, prefix, i) for i in error.errors(include_url=False)]
+    first = problems[0]
+    first.others = problems[1:]
+    raise first
 
 
 def parse_agent_file(path: Path) -> AgentConfig:
@@ -481,18 +503,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         ConfigError: unreadable TOML, an unknown key, a bad value or a missing ``${ENV}``.
     """
     cwd = cwd or Path.cwd()
-    explicit = path is not None
-    file = Path(path) if path is not None else project_root(cwd) / "kernos.toml"
-    data: dict[str, Any] = {}
-    if file.exists():
-        try:
-            data = tomllib.loads(_read_text(file))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(
-                file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax"
-            ) from None
-    elif explicit:
-        raise ConfigError(file, "(file)", "does not exist", "pass an existing file to --config")
+    file, data = config_file(path, cwd=cwd)
     data, alias_problems = _expand_env_lazily(data, file)
     register_config_urls(data)
     try:

@@ -21,6 +21,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from kernos.runtime._cassette import CassetteError, ReplayModel
 from kernos.runtime._config import Config, ConfigError, NoModelError
+from kernos.runtime._lean import pin_engine
 from kernos.runtime._secrets import register_env_secrets, register_secrets, register_url_secrets
 
 _NO_KEY = "kernos-no-key"  # local OpenAI-compatible servers usually ignore the key
@@ -65,11 +66,20 @@ def _openai_chat(name: str, base_url: str | None, api_key: str | None) -> Model:
 
 
 def resolve_model(name: str, config: Config) -> Model:
-    """Build the model called ``name`` (a model string or a config alias).
+    """Build the model called ``name`` (a model string or a config alias); an alias's
+    ``engine`` pins which engine a session drives it with.
 
     Raises:
         ConfigError: unknown provider, missing key variable, unreadable cassette.
     """
+    model = _resolve(name, config)
+    alias = config.models.get(name)
+    if alias is not None:
+        pin_engine(model, alias.engine)
+    return model
+
+
+def _resolve(name: str, config: Config) -> Model:
     register_env_secrets()  # keys pydantic-ai's providers read themselves (GROQ_API_KEY, ...)
     alias = config.models.get(name)
     if name in config.alias_problems:  # an unset ${ENV} of this alias fails only when it is used

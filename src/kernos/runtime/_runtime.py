@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernos.runtime._config import Config, ConfigError, load_config
+from kernos.runtime._sessions import record_session
 from kernos.runtime._store import Store
 from kernos.runtime._workspace import WorkspacePolicy
 
@@ -114,13 +115,21 @@ class Runtime:
         session_id: str | None = None,
         on_event: Callable[[SessionEvent], None] | None = None,
         record_turns: bool = True,
+        stream: bool = False,
     ) -> Session:
-        """A new session for ``agent`` (its instructions and model unless overridden)."""
+        """A new session for ``agent`` (its instructions and model unless overridden); one that
+        records its turns is noted in the store's ``sessions`` table. ``stream``: its text
+        arrives as ``delta`` events too.
+
+        ``session_id`` of an earlier session continues that id: assign the restored history
+        (:func:`kernos.runtime.load_history`) before the first prompt.
+        """
         from kernos.runtime._session import Session
 
         definition = self.config.agent(agent)
-        return Session(
-            self.model(self.model_name(agent, model)),
+        model_name = self.model_name(agent, model)
+        session = Session(
+            self.model(model_name),
             definition.instructions if instructions is None else instructions,
             tools,
             agent=agent,
@@ -129,4 +138,9 @@ class Runtime:
             on_event=on_event,
             retries=self.config.retries,
             workspace=self.workspace,
+            stream=stream,
         )
+        if record_turns:  # a top-level session: `kernos sessions` lists it, `run --session` too
+            record_session(self.store, session.session_id, agent, model_name)
+        session.set_budget(self.config.agent_budget(agent))  # its timeout caps `kernos run`
+        return session

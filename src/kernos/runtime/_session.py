@@ -9,24 +9,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_ai
-from pydantic_ai import Agent
+from pydantic_ai import Agent, CallToolsNode
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
     RetryPromptPart,
     TextPart,
+    TextPartDelta,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models import Model
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
-from kernos.runtime._clean import clean_model
+from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
+from kernos.runtime._clean import clean_model, clean_response
+from kernos.runtime._lean import LeanLoop, lean_model_for, usage_responses
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
+from kernos.runtime._trace import span
 
 # pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
 # in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
@@ -36,7 +44,9 @@ pydantic_ai.BANNER_ENABLED = False
 @dataclass(frozen=True)
 class SessionEvent:
     """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
-    ``tool_result``, ``usage`` (the turn's model responses), ``text`` or ``idle``."""
+    ``tool_result``, ``usage`` (the turn's model responses), ``delta`` (a piece of streamed
+    assistant text, ``data["text"]``; only when the session streams; see
+    :meth:`Session.emit_delta`), ``text`` or ``idle``."""
 
     session_id: str
     agent: str
@@ -62,6 +72,13 @@ class Session:
         retries: the retry budget of every tool in this session (config ``retries``); ``None``
             keeps each tool's own ``max_retries``.
         workspace: the workspace policy tools see in their context (``ToolContext.workspace``).
+        engine: ``"lean"`` or ``"pydantic-ai"``; ``None`` picks one (``KERNOS_ENGINE``, the
+            model alias's ``engine``, else lean for OpenAI-compatible Chat Completions models
+            and cassettes, pydantic-ai for the rest).
+        stream: ask for streamed answers and emit each piece of text as a ``delta`` event.
+
+    Raises:
+        ConfigError: ``engine`` or ``KERNOS_ENGINE`` names no engine.
     """
 
     def __init__(
@@ -76,8 +93,11 @@ class Session:
         on_event: Callable[[SessionEvent], None] | None = None,
         retries: int | None = None,
         workspace: Any = None,
+        engine: str | None = None,
+        stream: bool = False,
     ) -> None:
         self.model = model
+        self.stream = stream
         self.retries = retries
         self.workspace = workspace
         self.instructions = instructions
@@ -85,7 +105,6 @@ class Session:
         self.session_id = session_id or new_session_id()
         self.store = store
         self.tools: dict[str, ToolSpec[Any]] = {}
-        self.history: list[ModelMessage] = []
         self.last_text = ""
         self.on_event = on_event
         self.add_tools(tools)
@@ -95,12 +114,67 @@ class Session:
         self._running: asyncio.Task[Any] | None = None
         self._stop_requested = False
         self._results: dict[str, ToolResult] = {}
-        self._agent = Agent(
-            clean_model(model),  # the model's text enters kernos here, and is cleaned once
-            instructions=instructions or None,
-            toolsets=[KernosToolset(self, self._results.__setitem__)],
-            name=agent,
+        #: the current run's limits and what it used (see :meth:`set_budget`); ``None``: none
+        self.budget: BudgetMeter | None = None
+        #: the limit the current prompt ran into (raised once its turns are recorded)
+        self._exceeded: BudgetExceeded | None = None
+        self._history: list[ModelMessage] = []
+        self._watchers: Sequence[Watcher] = ()
+        lean = lean_model_for(model, engine)
+        self._lean = None if lean is None else LeanLoop(self, lean)
+        self._agent = (
+            Agent(
+                clean_model(model),  # the model's text enters kernos here, and is cleaned once
+                instructions=instructions or None,
+                toolsets=[KernosToolset(self, self._results.__setitem__)],
+                name=agent,
+            )
+            if self._lean is None
+            else None
         )
+
+    @property
+    def engine(self) -> str:
+        """The engine this session runs on: ``"lean"`` or ``"pydantic-ai"``."""
+        return "pydantic-ai" if self._lean is None else "lean"
+
+    @property
+    def history(self) -> list[ModelMessage]:
+        """The conversation as pydantic-ai messages (assignable: a restored history continues)."""
+        return self._history if self._lean is None else self._lean.history
+
+    @history.setter
+    def history(self, value: list[ModelMessage]) -> None:
+        if self._lean is None:
+            self._history = value
+        else:
+            self._lean.history = value
+
+    # -- budget -----------------------------------------------------------------------------
+    def set_budget(self, budget: Budget | None) -> None:
+        """Limit the runs from now on (``max_turns``, ``max_tokens``; counted afresh from here).
+        ``timeout`` is the caller's to enforce (the task scheduler's asyncio timeout)."""
+        self.budget = BudgetMeter(budget, seen=len(self.history)) if budget else None
+
+    def _before_request(self) -> bool:
+        """Every engine calls this right before it sends a model request; false: do not send
+        it, the run is over its budget (the prompt raises :class:`BudgetExceeded` once its turns
+        and usage are recorded)."""
+        meter = self.budget
+        if meter is None:
+            return True
+        if meter.budget.max_tokens is not None:
+            history = self.history
+            for message in history[meter.seen :]:
+                if isinstance(message, ModelResponse):
+                    meter.add_tokens(message.usage.input_tokens + message.usage.output_tokens)
+            meter.seen = len(history)
+        try:
+            meter.before_request()
+        except BudgetExceeded as exc:
+            self._exceeded = exc
+            return False
+        return True
 
     # -- tools ------------------------------------------------------------------------------
     def add_tools(self, tools: Iterable[ToolSpec[Any]]) -> None:
@@ -157,7 +231,7 @@ class Session:
 
         Returns the last assistant text.
         """
-        async with self._lock:
+        async with self._lock, span("kernos.prompt", session_id=self.session_id, agent=self.agent):
             self._running = asyncio.current_task()
             try:
                 final = await self._run_once(text)
@@ -172,9 +246,23 @@ class Session:
             self.emit("idle", text=final)
             return final
 
+    def emit_delta(self, text: str) -> None:
+        """A piece of streamed assistant text: ``delta`` with ``text`` and ``background`` (true
+        while background work of :meth:`serve` is outstanding, so more turns will follow and
+        this answer is not the last)."""
+        background = any(w.outstanding() for w in self._watchers) or bool(self._queue)
+        self.emit("delta", text=text, background=background)
+
     async def serve(self, text: str, watchers: Sequence[Watcher] = ()) -> str:
         """Prompt, then keep delivering queued messages as new turns until no watcher has
         outstanding work and nothing is queued; returns the last assistant text."""
+        self._watchers = watchers
+        try:
+            return await self._serve(text, watchers)
+        finally:
+            self._watchers = ()
+
+    async def _serve(self, text: str, watchers: Sequence[Watcher]) -> str:
         final = await self.prompt(text)
         while True:
             queued = self.take_queued()
@@ -195,31 +283,57 @@ class Session:
     async def _run_once(self, text: str) -> str:
         text = clean_text(text)  # argv and stdin can carry lone surrogates too (surrogateescape)
         self.emit("prompt", text=text)
-        before = len(self.history)
+        if self._lean is not None:
+            final, replies, start = await self._lean.run(text)
+            self.last_text = final
+            self._lean.record(start)
+            responses: list[ModelResponse] = usage_responses(replies)
+        else:
+            final, responses = await self._run_pydantic_ai(text)
+        if self.store is not None:
+            await self.store.flushed()  # the turns are acknowledged before the prompt returns
+        self.emit("usage", responses=responses)
+        exceeded, self._exceeded = self._exceeded, None
+        if exceeded is not None:
+            raise exceeded  # after the turns and their usage are recorded
+        self.emit("text", text=final)
+        return final
+
+    async def _run_pydantic_ai(self, text: str) -> tuple[str, list[ModelResponse]]:
+        assert self._agent is not None
+        before = len(self._history)
         stopped = False
-        async with self._agent.iter(text, message_history=self.history) as run:
+        async with self._agent.iter(text, message_history=self._history) as run:
             node = run.next_node
             while not Agent.is_end_node(node):
-                if self._stop_requested and Agent.is_model_request_node(node):
-                    stopped = True
-                    break
+                if Agent.is_model_request_node(node):
+                    if self._stop_requested or not self._before_request():
+                        stopped = True
+                        break
+                    if self.stream and _streams(self.model):
+                        async with node.stream(run.ctx) as events:
+                            async for event in events:
+                                if piece := _text_delta(event):
+                                    self.emit_delta(clean_text(piece))
+                        node = await run.next(node)
+                        if isinstance(node, CallToolsNode):  # before its tools run
+                            # a streamed answer bypasses CleanTextModel.request: clean it here
+                            response = node.model_response
+                            response.parts = clean_response(response).parts
+                        self._history = run.all_messages()
+                        continue
                 node = await run.next(node)
-                self.history = run.all_messages()
-            self.history = run.all_messages()
+                self._history = run.all_messages()
+            self._history = run.all_messages()
             if stopped or run.result is None:
-                final = _last_text(self.history)
+                final = _last_text(self._history)
             else:
                 output = run.result.output
                 final = output if isinstance(output, str) else str(output)
         self.last_text = final
-        self._record(self.history[before:])
-        if self.store is not None:
-            await self.store.flushed()  # the turns are acknowledged before the prompt returns
-        self.emit(
-            "usage", responses=[m for m in self.history[before:] if isinstance(m, ModelResponse)]
-        )
-        self.emit("text", text=final)
-        return final
+        new = self._history[before:]
+        self._record(new)
+        return final, [m for m in new if isinstance(m, ModelResponse)]
 
     def _record(self, messages: Sequence[ModelMessage]) -> None:
         if self.store is None:
@@ -256,6 +370,24 @@ class Session:
                     input_tokens=message.usage.input_tokens,
                     output_tokens=message.usage.output_tokens,
                 )
+
+
+def _streams(model: Model) -> bool:
+    """Whether pydantic-ai can stream ``model`` (a cassette answers whole turns)."""
+    layer: Model | None = model
+    while layer is not None:
+        if isinstance(layer, FunctionModel) and layer.stream_function is None:
+            return False
+        layer = layer.wrapped if isinstance(layer, WrapperModel) else None
+    return True
+
+
+def _text_delta(event: Any) -> str:
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return event.part.content
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return event.delta.content_delta
+    return ""
 
 
 def _result_record(

@@ -23,7 +23,6 @@ process dies is lost.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -35,9 +34,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._config import ConfigError
 from kernos.runtime._dialect import (
     PostgresDialect,
     Row,
@@ -46,7 +44,11 @@ from kernos.runtime._dialect import (
     display_url,
     is_postgres_url,
 )
+from kernos.runtime._errors import ConfigError
 from kernos.runtime._secrets import register_secrets, scrub_text
+
+if TYPE_CHECKING:
+    import asyncio  # only a command that runs a loop loads it (start-up: `kernos tasks list`)
 
 log = logging.getLogger("kernos.store")
 
@@ -80,6 +82,22 @@ _RUNTIME_MIGRATIONS: list[Migration] = [
             created_at REAL NOT NULL
         );
         CREATE INDEX turns_session ON turns(session_id, id);
+        """,
+    ),
+    (
+        2,
+        "sessions",
+        # one row per top-level session (children are rows of the tasks table); the sessions
+        # already in the store are all top-level ones: children recorded no turns before this
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL
+        );
+        INSERT INTO sessions (id, agent, model, created_at)
+            SELECT session_id, MIN(agent), '', MIN(created_at) FROM turns GROUP BY session_id
         """,
     ),
 ]
@@ -412,6 +430,8 @@ class Store:
             sqlite3.Error | psycopg.Error: (no loop running only) the store did not take it; it
                 stays buffered.
         """
+        import asyncio
+
         self._buffer.append((sql, params))
         try:
             loop = asyncio.get_running_loop()
@@ -443,6 +463,8 @@ class Store:
             sqlite3.Error | psycopg.Error: the transaction failed; the writes stay buffered for
                 the next flush.
         """
+        import asyncio
+
         self._hand_over()
         if self._batches:
             await asyncio.get_running_loop().run_in_executor(self._thread(), self._drain)

@@ -31,6 +31,7 @@ from kernos.boundary import (
     decode_arguments,
 )
 from kernos.runtime._secrets import scrub_result
+from kernos.runtime._trace import span
 
 if TYPE_CHECKING:
     from kernos.runtime._session import Session
@@ -86,31 +87,42 @@ class KernosToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        spec: ToolSpec[Any] = self._session.tools[name]
         raw = tool_args.get(_RAW) if tool_args.keys() == {_RAW} else tool_args
+        result = await self.invoke(name, raw, ctx.tool_call_id)
+        if result.stage in ("json", "schema"):
+            raise ModelRetry(result.text)
+        return result.text
+
+    async def invoke(self, name: str, raw: Any, tool_call_id: str | None) -> ToolResult:
+        """Run one call of tool ``name`` through the boundary (the lean engine calls this too):
+        the events, the cleaned and scrubbed result, ``on_result``."""
+        spec: ToolSpec[Any] = self._session.tools[name]
         try:
             args = shown = decode_arguments(raw, name)
         except ToolError:  # call_tool answers it with the code; the event shows what was sent
             args, shown = raw, raw if isinstance(raw, str) else "(arguments nested too deeply)"
         self._session.emit("tool_call", name=name, args=shown)
-        result = await call_tool(
-            spec,
-            args,
-            ToolContext(
-                agent=self._session.agent,
-                session_id=self._session.session_id,
-                tool_call_id=ctx.tool_call_id,
-                extras={"session": self._session},
-                session=self._session,
-                workspace=getattr(self._session, "workspace", None),
-                store=self._session.store,
-            ),
-        )
+        with span(
+            "kernos.tool_call", tool=name, call_id=tool_call_id,
+            session_id=self._session.session_id, agent=self._session.agent,
+        ) as traced:  # fmt: skip
+            result = await call_tool(
+                spec,
+                args,
+                ToolContext(
+                    agent=self._session.agent,
+                    session_id=self._session.session_id,
+                    tool_call_id=tool_call_id,
+                    extras={"session": self._session},
+                    session=self._session,
+                    workspace=getattr(self._session, "workspace", None),
+                    store=self._session.store,
+                ),
+            )
+            traced.set(is_error=result.is_error, code=result.code, stage=result.stage)
         if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too
             result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret
-        self._on_result(ctx.tool_call_id or "", result)
+        self._on_result(tool_call_id or "", result)
         self._session.emit("tool_result", name=name, result=result)
-        if result.stage in ("json", "schema"):
-            raise ModelRetry(result.text)
-        return result.text
+        return result

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
-from kernos.runtime import BaseToolset, ConfigError, Runtime, Session
+from kernos.runtime import BaseToolset, ConfigError, Runtime, Session, history_from_turns
 from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
-from kernos.tasks._state import TaskStatus
+from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 from kernos.tasks._tools import task_tools
 
 #: The tools only a parent gets; never granted to a child below the depth limit.
@@ -70,10 +70,13 @@ class TaskManager(TaskScheduler):
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
-        """The four task tools bound to ``session`` (a top-level session has ``depth`` 0)."""
+        """The four task tools bound to ``session`` (a top-level session has ``depth`` 0);
+        the children an earlier run of the same session left are taken in."""
         self._depth[session.session_id] = depth
-        if depth == 0 and self.remote_tools is None:
-            self.remote_tools = session.tools  # the same config's tools, for others' children
+        if depth == 0:
+            if self.remote_tools is None:
+                self.remote_tools = session.tools  # the same config's tools, for others' children
+            self._adopt(session)
         return task_tools(self, session)
 
     def grantable(self, session: Session) -> tuple[str, ...]:
@@ -171,14 +174,22 @@ class TaskManager(TaskScheduler):
         grants: Sequence[str],
     ) -> TaskRecord:
         record = TaskRecord(self._new_id(), parent, item, model_name, depth, background)
-        child = self._child_session(record, parent.tools, grants)
-        record.session = child
+        instructions, agent, own_tools = self._target(item)
+        names = [
+            name
+            for name in dict.fromkeys([*grants, *own_tools])
+            if name in parent.tools and name not in TASK_TOOL_NAMES
+        ]
+        record.grants = list(grants)
+        record.session = self._child_session(
+            record, instructions, agent, names, "s_" + record.id.removeprefix("t_")
+        )
         self.records[record.id] = record
         self.store.insert(
             {
                 "id": record.id,
                 "parent_session": parent.session_id,
-                "child_session": child.session_id,
+                "child_session": record.session.session_id,
                 "depth": depth,
                 "name": item.name,
                 "summary": item.task_summary,
@@ -195,43 +206,49 @@ class TaskManager(TaskScheduler):
                 "created_at": record.created_at,
                 "engine": self.engine.name,
                 "grants": json.dumps(list(grants)),
+                "tools": json.dumps(names),
             }
         )
         self.store.event(record.id, "status", {"from": None, "to": "pending", "epoch": 1})
         return record
 
-    def _child_session(
-        self, record: TaskRecord, available: dict[str, ToolSpec[Any]], grants: Sequence[str]
-    ) -> Session:
-        """``record``'s session: its target's instructions and own tools, plus ``grants``, each
-        taken from ``available`` (the parent's tools, or a worker's configured ones)."""
-        item = record.item
+    def _target(self, item: SpawnItem) -> tuple[str, str, list[str]]:
+        """``(instructions, agent name, the agent's own tools)`` of a child's target.
+
+        Raises:
+            ConfigError: the agent is not configured (any more).
+        """
         if item.category is not None:
             category = self.config.categories.get(item.category)
             instructions = (category.instructions if category else "") or prompt_text(
                 "worker_instructions.md"
             )
-            agent = item.category
-            own_tools: list[str] = []
-        else:
-            definition = self.config.agent(item.subagent_type or "")
-            instructions, agent, own_tools = (
-                definition.instructions,
-                item.subagent_type or "",
-                definition.tools or [],
-            )
-        tools = [
-            available[name]
-            for name in dict.fromkeys([*grants, *own_tools])
-            if name in available and name not in TASK_TOOL_NAMES
-        ]
+            return instructions, item.category, []
+        definition = self.config.agent(item.subagent_type or "")
+        return definition.instructions, item.subagent_type or "", list(definition.tools or [])
+
+    def _child_session(
+        self,
+        record: TaskRecord,
+        instructions: str,
+        agent: str,
+        tools: Sequence[str],
+        sid: str,
+        available: dict[str, ToolSpec[Any]] | None = None,
+    ) -> Session:
+        """The child's own session: its turns go to the store (a later run rebuilds it from
+        them) and its transcript to the task's events. ``tools`` are taken from ``available``
+        (the parent's tools, or a worker's configured ones)."""
+        offered = record.parent.tools if available is None else available
         child = Session(
+            # the DBOS engine wraps the model (its requests are steps); a wrapper it does not
+            # know keeps the session on the pydantic-ai engine, which sends every request there
             self.engine.child_model(self.runtime.model(record.model_name)),
             instructions,
-            tools,
+            [offered[name] for name in tools if name in offered],
             agent=agent,
-            session_id="s_" + record.id.removeprefix("t_"),
-            store=None,  # the transcript is kept as task events
+            session_id=sid,
+            store=self.runtime.store,
             on_event=lambda event: self._on_child_event(record, event),
         )
         if record.depth < self.config.tasks.max_depth:
@@ -240,7 +257,7 @@ class TaskManager(TaskScheduler):
 
     def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord:
         """A child another process spawned, rebuilt from its store row and this process's config
-        (the DBOS engine's workers): its grants come from :attr:`remote_tools`."""
+        (the DBOS engine's workers): its tools come from :attr:`remote_tools`."""
         category = row["target"] if row["target_kind"] == "category" else None
         item = SpawnItem(
             prompt=row["prompt"] or "",
@@ -258,8 +275,89 @@ class TaskManager(TaskScheduler):
         record.run_epoch = epoch
         record.started_at = row["started_at"]
         record.grants = list(json.loads(row.get("grants") or "[]"))
-        record.session = self._child_session(record, self.remote_tools or {}, record.grants)
+        instructions, agent, own_tools = self._target(item)
+        stored = row.get("tools")  # the resolved tools (resume's column); else grants + own
+        names = (
+            list(json.loads(stored))
+            if stored
+            else [
+                n for n in dict.fromkeys([*record.grants, *own_tools]) if n not in TASK_TOOL_NAMES
+            ]
+        )
+        record.session = self._child_session(
+            record,
+            instructions,
+            agent,
+            names,
+            row.get("child_session") or "s_" + record.id.removeprefix("t_"),
+            available=self.remote_tools or {},
+        )
         return record
+
+    # -- children of an earlier run ----------------------------------------------------------
+    def _adopt(self, session: Session) -> None:
+        """Take in the settled children an earlier run of ``session`` left in the store (a
+        continued session, ``kernos run --continue``), so ``task_send`` and ``task_output`` find
+        them by id or name and their names stay taken. Their conversations stay in the store
+        until one is continued. An active row belongs to another live process: left alone."""
+        for row in self.store.children(session.session_id):
+            if row["id"] in self.records:
+                continue
+            try:
+                status, residency = TaskStatus(row["status"]), Residency(row["residency"])
+            except ValueError:
+                continue  # a row this version does not know how to read
+            if status in ACTIVE:
+                continue
+            category = row["target"] if row["target_kind"] == "category" else None
+            item = SpawnItem(
+                prompt=row["prompt"] or "",
+                category=category,
+                subagent_type=None if category is not None else row["target"],
+                task_summary=row["summary"],
+                description=row["description"],
+                name=row["name"],
+            )
+            record = TaskRecord(
+                row["id"], session, item, row["model"], int(row["depth"] or 1),
+                bool(row["background"]), status=status, residency=residency,
+                run_epoch=int(row["run_epoch"] or 1), final_text=row["final_text"] or "",
+                error=row["error"], created_at=row["created_at"], started_at=row["started_at"],
+                finished_at=row["finished_at"],
+            )  # fmt: skip
+            self.records[record.id] = record
+
+    def _rebuild(self, record: TaskRecord) -> bool:
+        """Bring an evicted child back in memory from the store: its session rebuilt from its
+        agent or category, model and granted tools, its conversation from its stored turns.
+        ``False`` (and the reason logged as a task event) when it cannot be."""
+        row = self.store.get(record.id)
+        sid = row["child_session"] if row else None
+        turns = self.runtime.store.turns(sid) if sid else []
+        why = None if turns else "its conversation is not in the store"
+        if row is not None and why is None:
+            try:
+                instructions, agent, _ = self._target(record.item)
+                names = json.loads(row["tools"] or "[]")
+                session = self._child_session(record, instructions, agent, names, str(sid))
+            except (ConfigError, ValueError) as exc:
+                why = f"it cannot be rebuilt: {exc}"
+        if why is not None:
+            self.store.event(record.id, "revive_refused", {"why": why})
+            return False
+        session.history = history_from_turns(turns)
+        self._adopt(session)  # its own children, when it may have had some
+        self._set_residency(record, Residency.RESIDENT)
+        record.session = session
+        return True
+
+    def revive(self, record: TaskRecord, message: str) -> bool:
+        """Continue a settled child on its own conversation (``run_epoch`` + 1); an evicted one
+        (a child of an earlier run) is rebuilt from the store first."""
+        evicted = record.residency == Residency.EVICTED and record.session is None
+        if record.status in SETTLED and evicted and not self._rebuild(record):
+            return False
+        return super().revive(record, message)
 
     def _first_message(self, record: TaskRecord) -> str:
         preamble = prompt_text("child_preamble.md").format(

@@ -16,6 +16,7 @@ PROMPT_FILES = (
     "worker_instructions.md",
     "completion_notice.md",
     "still_running.md",
+    "limit_reached.md",
 )
 
 

@@ -16,7 +16,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernos.runtime import Runtime, Session, SessionEvent, scrub_text
+from kernos.runtime import (
+    BudgetExceeded,
+    Runtime,
+    Session,
+    SessionEvent,
+    format_duration,
+    scrub_text,
+)
+from kernos.runtime._trace import span
 from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
@@ -130,28 +138,53 @@ class TaskScheduler:
             self._move(record, TaskStatus.RUNNING)
 
     async def run_child(self, record: TaskRecord, text: str) -> None:
-        """One admitted run of ``record``'s session, to its end state (the engines call this)."""
+        """One admitted run of ``record``'s session, to its end state (the engines call this),
+        under its target's budget and in a ``kernos.task`` span."""
+        # linked to the span current at _start: the tool call that spawned or revived the child
+        with span(
+            "kernos.task", link=True, task_id=record.id, epoch=record.run_epoch,
+            parent_session=record.parent.session_id, model=record.model_name,
+        ) as traced:  # fmt: skip
+            await self._run_child(record, text)
+            traced.set(status=str(record.status), error=record.error)
+
+    async def _run_child(self, record: TaskRecord, text: str) -> None:
         session = record.session
         assert session is not None
         record.executor = record.executor or executor_id()
         self.store.update(record.id, executor=record.executor)
+        # each run (a spawn, a revival) has the whole budget of its target
+        budget = self.config.task_budget(record.item.category, record.item.subagent_type)
+        session.set_budget(budget)
+        # the wall clock starts when the engine admitted the child, not while it was queued
+        deadline = asyncio.timeout(budget.timeout)
         try:
             self.mark_running(record)
-            final = await session.prompt(text)
-            while not record.interrupt:
-                late = session.take_queued()  # a message that arrived as the run ended
-                if late is None:
-                    break
-                final = await session.prompt(late)
+            async with deadline:
+                final = await session.prompt(text)
+                while not record.interrupt:
+                    late = session.take_queued()  # a message that arrived as the run ended
+                    if late is None:
+                        break
+                    final = await session.prompt(late)
         except asyncio.CancelledError:
             record.finished_at = time.time()
             self._move(record, record.end_as or TaskStatus.CANCELLED)
         except Exception as exc:
             record.finished_at = time.time()
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-            record.error = scrub_text(error)  # it reaches the parent model and the store
-            self._move(record, TaskStatus.ERROR)
+            if isinstance(exc, TimeoutError) and deadline.expired() and budget.timeout:
+                shown = format_duration(budget.timeout)
+                exc = BudgetExceeded("timeout", shown, f"ran {record.duration:.1f}s")
+            if isinstance(exc, BudgetExceeded):  # the notice names the limit and its value
+                record.error = prompt_text("limit_reached.md").format(
+                    code=exc.code, limit=exc.limit, value=exc.value, used=exc.used
+                )
+                self._move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
+            else:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+                record.error = scrub_text(error)  # it reaches the parent model and the store
+                self._move(record, TaskStatus.ERROR)
         else:
             record.finished_at = time.time()
             record.final_text = final
@@ -159,7 +192,13 @@ class TaskScheduler:
         finally:
             record.interrupt = False
 
-    def _move(self, record: TaskRecord, target: TaskStatus, why: str | None = None) -> bool:
+    def _move(
+        self,
+        record: TaskRecord,
+        target: TaskStatus,
+        why: str | None = None,
+        code: str | None = None,
+    ) -> bool:
         """Apply one transition; a move the table forbids is logged and ignored."""
         current = record.status
         if current == target:
@@ -183,6 +222,8 @@ class TaskScheduler:
         payload["epoch"] = record.run_epoch
         if why:
             payload["why"] = why
+        if code:
+            payload["code"] = code
         self.store.event(record.id, "status", payload)
         if record.background and target in NOTIFY and record.end_as is None:
             self._notify(record)
@@ -335,7 +376,8 @@ class TaskScheduler:
         return True
 
     def evict(self, record: TaskRecord) -> None:
-        """Drop a settled child's conversation from memory; it can no longer be continued."""
+        """Drop a settled child's conversation from memory; continuing it rebuilds it from the
+        store (:meth:`kernos.tasks.TaskManager.revive`)."""
         if record.status in ACTIVE:
             return
         self._set_residency(record, Residency.EVICTED)
@@ -358,7 +400,8 @@ class TaskScheduler:
                     self.cancel(record, "cancelled from the command line")
 
     async def aclose(self, *, wait: bool = True) -> None:
-        """Finish: wait for every child (``wait``) or abandon the active ones as ``lost``."""
+        """Finish: wait for every child (``wait``) or abandon the active ones as ``lost``; then
+        settled children are ``evicted`` (a later run can continue them), the rest ``disposed``."""
         if wait:
             await self.wait_all()
         else:
@@ -377,5 +420,7 @@ class TaskScheduler:
         if self._engine is not None:
             await self._engine.aclose()
         for record in self.records.values():
-            self._set_residency(record, Residency.DISPOSED)
+            # a settled child outlives the run: a later run's task_send rebuilds it from the store
+            settled = record.status in SETTLED
+            self._set_residency(record, Residency.EVICTED if settled else Residency.DISPOSED)
         self.store.flush()

@@ -73,6 +73,14 @@ MIGRATIONS = [
     ),
     (
         3,
+        "the tools a child was granted",
+        # a JSON list of tool names, so a later run can rebuild the child with the same tools
+        """
+        ALTER TABLE tasks ADD COLUMN tools TEXT
+        """,
+    ),
+    (
+        4,
         "executors: who runs each task, heartbeats, notice claims (issue 11)",
         """
         ALTER TABLE tasks ADD COLUMN executor TEXT;
@@ -98,8 +106,8 @@ _COLUMNS = frozenset(
         "id", "parent_session", "child_session", "depth", "name", "summary", "description",
         "label", "prompt", "target_kind", "target", "model", "background", "status", "residency",
         "run_epoch", "owner_pid", "owner_started", "final_text", "error", "created_at",
-        "started_at", "finished_at", "updated_at", "cancel_requested", "executor", "engine",
-        "grants", "notified_epoch",
+        "started_at", "finished_at", "updated_at", "cancel_requested", "tools", "executor",
+        "engine", "grants", "notified_epoch",
     }
 )  # fmt: skip
 
@@ -202,6 +210,15 @@ class TaskStore:
     def recent(self, limit: int = 100) -> list[dict[str, Any]]:
         self.flush()
         rows = self.store.query("SELECT * FROM tasks ORDER BY created_at DESC LIMIT ?", (limit,))
+        return [dict(row) for row in rows]
+
+    def children(self, parent_session: str) -> list[dict[str, Any]]:
+        """Every task whose parent is ``parent_session``, oldest first."""
+        self.flush()
+        rows = self.store.query(
+            "SELECT * FROM tasks WHERE parent_session = ? ORDER BY created_at, id",
+            (parent_session,),
+        )
         return [dict(row) for row in rows]
 
     def events(self, task_id: str) -> list[dict[str, Any]]:

@@ -236,8 +236,8 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
                 position = record.session.pending_messages
                 return f"Queued for {record.id} at position {position}."
             return f"Delivered to {record.id}; it reads the message after its current turn."
-        if record.status in SETTLED and record.residency == Residency.RESIDENT:
-            manager.revive(record, params.message)
+        continuable = record.status in SETTLED and record.residency != Residency.DISPOSED
+        if continuable and manager.revive(record, params.message):  # evicted: rebuilt first
             return f"Revived {record.id} (run epoch {record.run_epoch})."
         raise ToolError(
             "not_continuable",

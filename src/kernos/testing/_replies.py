@@ -40,6 +40,9 @@ class Reply:
             keep one conversation (a child agent, say) in flight while others go on.
         status: the HTTP status; anything but 200 answers with an OpenAI-style error body whose
             message is ``content`` (``{api_key}`` in it becomes the key the client sent).
+        retry_after: for an error, the ``Retry-After`` seconds to send; a 5xx that has one is
+            worth retrying (without, a 5xx says ``x-should-retry: false``: a script gap will not
+            heal on retry).
 
     Raises:
         ValueError: the reply has neither content nor tool calls.
@@ -52,6 +55,7 @@ class Reply:
     repeat: bool = False
     hold: threading.Event | None = None
     status: int = 200
+    retry_after: int | None = None
 
     def __post_init__(self) -> None:
         if self.content is None and not self.calls:
@@ -104,18 +108,27 @@ def error(
     when: When = None,
     when_system: bool = False,
     repeat: bool = False,
+    retry_after: int | None = None,
 ) -> Reply:
     """An HTTP error answer (``401``, ``429``, ``500``...) with an OpenAI-style error body.
 
     ``{api_key}`` in ``message`` is replaced by the key the client sent, the way real providers
-    echo a wrong key in a 401 (``Incorrect API key provided: gsk_...``).
+    echo a wrong key in a 401 (``Incorrect API key provided: gsk_...``). ``retry_after`` sends a
+    ``Retry-After`` header (seconds) and makes a 5xx retryable.
 
     Raises:
         ValueError: ``status`` is not an error status (400-599).
     """
     if not 400 <= status <= 599:
         raise ValueError(f"error() takes an HTTP error status (400-599), not {status}")
-    return Reply(content=message, when=when, when_system=when_system, repeat=repeat, status=status)
+    return Reply(
+        content=message,
+        when=when,
+        when_system=when_system,
+        repeat=repeat,
+        status=status,
+        retry_after=retry_after,
+    )
 
 
 def tool_call(

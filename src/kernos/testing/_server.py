@@ -301,7 +301,11 @@ class _Handler(BaseHTTPRequestHandler):
             key = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
             message = (planned.reply.content or "").replace("{api_key}", key)
             kind = "invalid_request_error" if planned.reply.status < 500 else "server_error"
-            self._send_json(planned.reply.status, _wire.error(message, kind, "scripted_error"))
+            self._send_json(
+                planned.reply.status,
+                _wire.error(message, kind, "scripted_error"),
+                retry_after=planned.reply.retry_after,
+            )
             return
         if request.get("stream"):
             self._send_stream(_wire.chunks(planned.reply, request, **planned.ids()))
@@ -315,12 +319,14 @@ class _Handler(BaseHTTPRequestHandler):
         message = f"FakeOpenAIServer serves {_CHAT_PATH} and {_MODELS_PATH}, not {self._path()!r}"
         self._send_json(404, _wire.error(message, "invalid_request_error", "not_found"))
 
-    def _send_json(self, status: int, body: Any) -> None:
+    def _send_json(self, status: int, body: Any, retry_after: int | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        if status >= 500:
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
+        elif status >= 500:
             # The OpenAI SDK retries 5xx by default; a script gap will not heal on retry.
             self.send_header("x-should-retry", "false")
         self.end_headers()

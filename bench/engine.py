@@ -1,0 +1,279 @@
+"""The model engines against the wire (issue 13 §4): ``.venv/bin/python bench/engine.py``.
+
+A fast Chat Completions server (raw asyncio HTTP/1.1 keep-alive, one canned answer) runs in a
+separate process, so only the client's CPU is measured. Against it, the same conversation (a
+system message, then ``TURNS`` user turns each answered, history resent every turn) is driven by:
+
+* ``raw``     — a pooled ``httpx2.AsyncClient``: ``json.dumps`` the body, POST, ``json.loads``;
+* ``lean``    — kernos's lean wire alone (``ChatEndpoint.complete``), no session;
+* ``pyd-ai``  — a pydantic-ai ``Agent`` on ``OpenAIChatModel`` alone, no kernos;
+* ``kernos/lean`` and ``kernos/pyd-ai`` — ``kernos.runtime.Session`` on each engine, recording
+  every turn in a real SQLite store (as by default).
+
+For each, at 1 session (``SERIAL`` conversations one after another) and at ``SESSIONS`` concurrent
+conversations: turns/s (wall) and CPU ms per request (this process's CPU time / requests).
+Variants are interleaved, each figure the median of ``--rounds`` (default 3). Options:
+``--sessions N``, ``--rounds N``, ``--only NAME[,NAME]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+TURNS = 3
+SERIAL = 60  # conversations one after another for the 1-session figures
+SYSTEM = "Be brief."
+
+_ANSWER = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "bench",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ok, noted.", "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
+    }
+).encode()
+_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
+    + f"Content-Length: {len(_ANSWER)}\r\n\r\n".encode()
+    + _ANSWER
+)
+_LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
+
+
+# -- the server (its own process) -----------------------------------------------------------------
+
+
+class _Answer(asyncio.Protocol):
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            found = _LENGTH.search(self.buffer, 0, end + 2)
+            size = int(found.group(1)) if found else 0
+            if len(self.buffer) < end + 4 + size:
+                return
+            self.buffer = self.buffer[end + 4 + size :]
+            self.transport.write(_RESPONSE)
+
+
+async def _serve() -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(_Answer, "127.0.0.1", 0, backlog=1024)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    port = int(process.stdout.readline())
+    return process, f"http://127.0.0.1:{port}/v1"
+
+
+# -- the clients ----------------------------------------------------------------------------------
+
+Conversation = Callable[[], Awaitable[None]]
+
+
+def raw_factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
+    import httpx2
+
+    client = httpx2.AsyncClient(
+        headers={"Authorization": "Bearer k", "Content-Type": "application/json"},
+        limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=1000),
+        verify=False,
+    )
+
+    def conversation() -> Conversation:
+        async def run() -> None:
+            messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+            for n in range(TURNS):
+                messages.append({"role": "user", "content": f"turn {n}"})
+                body = json.dumps({"model": "bench", "messages": messages, "stream": False})
+                response = await client.post(url + "/chat/completions", content=body.encode())
+                answer = json.loads(response.content)["choices"][0]["message"]
+                messages.append({"role": "assistant", "content": answer["content"]})
+
+        return run
+
+    return conversation, client.aclose
+
+
+def lean_factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
+    from kernos.runtime._lean_wire import ChatEndpoint, request_body
+
+    endpoint = ChatEndpoint(url, "k")
+
+    def conversation() -> Conversation:
+        async def run() -> None:
+            messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+            for n in range(TURNS):
+                messages.append({"role": "user", "content": f"turn {n}"})
+                reply = await endpoint.complete("bench", request_body("bench", messages, "", False))
+                messages.append({"role": "assistant", "content": reply.text})
+
+        return run
+
+    return conversation, endpoint.aclose
+
+
+def pydantic_ai_factory(
+    url: str,
+) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
+    import pydantic_ai
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    pydantic_ai.BANNER_ENABLED = False
+    provider = OpenAIProvider(base_url=url, api_key="k")
+    agent = Agent(OpenAIChatModel("bench", provider=provider), instructions=SYSTEM)
+
+    def conversation() -> Conversation:
+        async def run() -> None:
+            history: list[Any] = []
+            for n in range(TURNS):
+                result = await agent.run(f"turn {n}", message_history=history)
+                history = result.all_messages()
+
+        return run
+
+    async def close() -> None:
+        await provider.client.close()
+
+    return conversation, close
+
+
+def kernos_factory(
+    engine: str,
+) -> Callable[[str], tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]]:
+    def factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
+        from pydantic_ai.models.openai import OpenAIChatModel
+
+        from kernos.runtime import Session, Store
+        from kernos.runtime._lean_wire import shared_endpoint
+        from kernos.runtime._models import shared_provider
+
+        home = Path(tempfile.mkdtemp(prefix="kernos-bench-engine-"))
+        store = Store(home / "kernos.db")
+        model = OpenAIChatModel("bench", provider=shared_provider(url, "k"))
+
+        def conversation() -> Conversation:
+            async def run() -> None:
+                session = Session(model, SYSTEM, store=store, engine=engine)
+                for n in range(TURNS):
+                    await session.prompt(f"turn {n}")
+
+            return run
+
+        async def close() -> None:
+            await store.flushed()
+            store.close()
+            await shared_endpoint(url + "/", "k").aclose()
+            await shared_endpoint(url, "k").aclose()
+
+        return conversation, close
+
+    return factory
+
+
+VARIANTS: dict[str, Callable[[str], Any]] = {
+    "raw": raw_factory,
+    "lean": lean_factory,
+    "pyd-ai": pydantic_ai_factory,
+    "kernos/lean": kernos_factory("lean"),
+    "kernos/pyd-ai": kernos_factory("pydantic-ai"),
+}
+
+
+async def measure(make: Callable[[str], Any], url: str, sessions: int) -> tuple[float, float]:
+    """(turns/s, CPU ms per request) of one variant at ``sessions`` concurrent conversations."""
+    conversation, close = make(url)
+    await conversation()()  # warm: imports, the first connection, the store's migrations
+    count = SERIAL if sessions == 1 else sessions
+    cpu, wall = time.process_time(), time.perf_counter()
+    if sessions == 1:
+        for _ in range(count):
+            await conversation()()
+    else:
+        await asyncio.gather(*(conversation()() for _ in range(count)))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    await close()
+    requests = count * TURNS
+    return requests / wall, cpu * 1000 / requests
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated variant names")
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(_serve())
+        return
+    names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
+    process, url = start_server()
+    figures: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    try:
+        for _ in range(args.rounds):
+            for sessions in (1, args.sessions):
+                for name in names:  # interleaved: every variant once per round and setting
+                    done = asyncio.run(measure(VARIANTS[name], url, sessions))
+                    figures.setdefault((name, sessions), []).append(done)
+    finally:
+        process.terminate()
+        process.wait()
+    print(f"median of {args.rounds} interleaved rounds; {TURNS} turns per conversation")
+    print(f"{'variant':<15} {'sessions':>8} {'turns/s':>9} {'cpu ms/req':>11}")
+    medians: dict[tuple[str, int], tuple[float, float]] = {}
+    for (name, sessions), runs in figures.items():
+        rate = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        medians[name, sessions] = (rate, cpu)
+    for sessions in (1, args.sessions):
+        for name in names:
+            rate, cpu = medians[name, sessions]
+            print(f"{name:<15} {sessions:>8} {rate:>9.1f} {cpu:>11.3f}")
+    many = args.sessions
+    if {"kernos/lean", "kernos/pyd-ai", "raw"} <= set(names):
+        lean, pyd, raw = (medians[n, many][0] for n in ("kernos/lean", "kernos/pyd-ai", "raw"))
+        print(f"at {many} sessions: kernos/lean = {lean / pyd:.2f}x kernos/pyd-ai turns/s")
+        print(f"at {many} sessions: kernos/lean = {lean / raw:.2f}x raw httpx2 turns/s")
+        print(
+            f"at {many} sessions: pyd-ai alone = {medians['pyd-ai', many][0] / raw:.2f}x raw; "
+            f"lean wire alone = {medians['lean', many][0] / raw:.2f}x raw"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""``kernos config check``: load everything a run would load, and list every problem with its fix.
+
+The config file and agent files, each model alias and model string (built, not called), the
+workspace policy, every channel, every tool source and each agent's ``tools``, each agent's
+``allowed_outputs``, and every ``[mcp.NAME]`` server (started, its tools listed, stopped). Each
+problem is a :class:`kernos.runtime.ConfigError` (file, key, problem, fix); the check goes on
+after one, so a single pass shows them all — except when the config itself cannot be read, since
+nothing else can be checked then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from kernos.runtime import Config, ConfigError, load_config
+
+
+@dataclass
+class CheckReport:
+    """What :func:`check_config` found: ``problems`` (empty: all good) and what it checked."""
+
+    problems: list[ConfigError] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+    config_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, problem: ConfigError) -> None:
+        for each in (problem, *problem.others):
+            if all(str(each) != str(seen) for seen in self.problems):
+                self.problems.append(each)
+
+
+def _model_references(config: Config) -> dict[str, str]:
+    """Every model name the config uses → the first key that uses it."""
+    refs: dict[str, str] = {}
+    if config.default_model and config.default_model.strip():
+        refs.setdefault(config.default_model.strip(), "default_model")
+    for name in config.models:
+        refs.setdefault(name, f"models.{name}")
+    for name, agent in config.agents.items():
+        if agent.model and agent.model.strip():
+            refs.setdefault(agent.model.strip(), f"agents.{name}.model")
+    for name, category in config.categories.items():
+        if category.model and category.model.strip():
+            refs.setdefault(category.model.strip(), f"categories.{name}.model")
+    return refs
+
+
+def _check_models(config: Config, report: CheckReport) -> None:
+    from kernos.runtime import resolve_model
+
+    refs = _model_references(config)
+    for name, key in refs.items():
+        try:
+            resolve_model(name, config)
+        except ConfigError as exc:
+            if not exc.key.startswith("models."):  # say where the model is named
+                exc = ConfigError(config.path or exc.file, key, exc.problem, exc.fix)
+            report.add(exc)
+    report.checked["models"] = len(refs)
+
+
+def _check_channels(config: Config, report: CheckReport) -> None:
+    from kernos.output import build_channel
+    from kernos.runtime import WorkspacePolicy
+
+    try:
+        workspace = WorkspacePolicy.from_config(config)
+    except ConfigError as exc:
+        report.add(exc)
+        return
+    for name, table in config.channels.items():
+        try:
+            build_channel(
+                name, table, base_dir=config.base_dir, file=config.path, workspace=workspace
+            )
+        except ConfigError as exc:
+            report.add(exc)
+    report.checked["channels"] = len(config.channels)
+    known = ", ".join(config.channels) or "(none configured)"
+    for agent_name, agent in config.agents.items():
+        for channel in agent.allowed_outputs:
+            if channel not in config.channels:
+                report.add(
+                    ConfigError(
+                        agent.source or config.path,
+                        f"agents.{agent_name}.allowed_outputs",
+                        f"channel {channel!r} is not configured",
+                        f"define [channels.{channel}] or remove it; configured channels: {known}",
+                    )
+                )
+
+
+def _check_tools(config: Config, report: CheckReport) -> None:
+    from kernos.tools import load_catalog
+
+    try:
+        catalog = load_catalog(config)
+    except ConfigError as exc:
+        report.add(exc)
+        return
+    report.checked["tools"] = len(catalog.entries)
+
+
+async def _check_mcp(config: Config, report: CheckReport) -> None:
+    from kernos.tools import McpAgentToolset
+
+    if not config.mcp:
+        return
+    servers = McpAgentToolset(config)
+    started = 0
+    offered = 0
+    try:
+        for toolset in servers.toolsets:  # one by one, so each server that fails is named
+            try:
+                offered += len(await toolset.tools())
+                started += 1
+            except ConfigError as exc:
+                report.add(exc)
+        if started == len(servers.toolsets):
+            for name in config.agents:
+                try:
+                    await servers.tools(SimpleNamespace(agent=name, tools={}))
+                except ConfigError as exc:
+                    report.add(exc)
+    finally:
+        await servers.aclose()
+    report.checked["mcp servers"] = len(config.mcp)
+    report.checked["mcp tools"] = offered
+
+
+async def check_config(path: Path | str | None = None, *, cwd: Path | None = None) -> CheckReport:
+    """Load and check everything ``kernos run`` would use; never raises for a config problem.
+
+    Args:
+        path: the config file (``--config``; default: the project root's ``kernos.toml``).
+        cwd: the working directory (default: the process's).
+    """
+    report = CheckReport()
+    try:
+        config = load_config(path, cwd=cwd)
+    except ConfigError as exc:
+        report.add(exc)
+        return report
+    report.config_path = config.path
+    report.checked["agents"] = len(config.agents)
+    report.checked["categories"] = len(config.categories)
+    for problem in config.alias_problems.values():  # unset ${ENV} in a [models.NAME]
+        report.add(problem)
+    _check_models(config, report)
+    _check_channels(config, report)
+    _check_tools(config, report)
+    await _check_mcp(config, report)
+    return report
+
+
+def report_record(report: CheckReport) -> dict[str, Any]:
+    """The ``kernos config check --json`` document."""
+    return {
+        "ok": report.ok,
+        "config": str(report.config_path) if report.config_path else None,
+        "problems": [
+            {"file": p.file, "key": p.key, "problem": p.problem, "fix": p.fix, "text": str(p)}
+            for p in report.problems
+        ],
+        "checked": report.checked,
+    }

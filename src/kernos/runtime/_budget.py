@@ -1,0 +1,160 @@
+"""Budgets: how long a session may run and how many model requests and tokens it may use.
+
+Pure rules, no clock or I/O: :func:`parse_duration` reads ``"30s"``/``"10m"``/``"1h"``,
+:func:`pick_budget` lays a target's own limits over the ``[tasks]`` defaults, and
+:class:`BudgetMeter` counts what a session used and refuses the next model request once a limit is
+reached. Every engine calls ``Session._before_request()`` right before it sends a request; that is
+where the meter is asked (the wall-clock ``timeout`` is the task scheduler's, an asyncio timeout).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kernos.runtime._errors import KernosError
+
+#: ``1h30m``, ``10m``, ``45s``, ``1.5h``; units s/m/h, largest first, each at most once
+_DURATION = re.compile(
+    r"^\s*(?:(?P<h>\d+(?:\.\d+)?)\s*h)?\s*(?:(?P<m>\d+(?:\.\d+)?)\s*m)?\s*"
+    r"(?:(?P<s>\d+(?:\.\d+)?)\s*s)?\s*$",
+    re.IGNORECASE,
+)
+
+DURATION_FIX = 'write a duration such as "30s", "10m", "1h" or "1h30m" (0: no limit)'
+COUNT_FIX = "write a whole number of 1 or more (0: no limit)"
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds in ``value``: a number of seconds or a text like ``"90s"``, ``"10m"``, ``"1h30m"``.
+
+    ``0`` (or ``"0s"``) is 0.0, which budgets read as "no limit".
+
+    Raises:
+        ValueError: not a duration, or negative; the message says what was given.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"\d+(?:\.\d+)?", text):
+            seconds = float(text)
+        else:
+            match = _DURATION.match(text)
+            if not text or match is None or not any(match.groupdict().values()):
+                raise ValueError(f"{value!r} is not a duration")
+            parts = {k: float(v) for k, v in match.groupdict().items() if v}
+            seconds = parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
+    else:
+        raise ValueError(f"{value!r} is not a duration")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{value!r} is negative or not finite")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """``600`` → ``"10m"``, ``5400`` → ``"1h30m"``, ``2.5`` → ``"2.5s"``: how a limit is shown."""
+    if seconds != int(seconds) or seconds < 60:
+        return f"{seconds:g}s"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    shown = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    return shown + (f"{secs}s" if secs else "")
+
+
+def parse_count(value: Any) -> int:
+    """A ``max_turns``/``max_tokens`` value: a whole number ≥ 0 (0: no limit).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{value!r} is not a whole number of 0 or more")
+    return value
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The limits of one run; ``None`` is no limit."""
+
+    timeout: float | None = None
+    max_turns: int | None = None
+    max_tokens: int | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.timeout, self.max_turns, self.max_tokens))
+
+
+def pick_budget(defaults: Any, *targets: Any) -> Budget:
+    """The budget of a run: for each limit, the first target (an agent or category config) that
+    sets it, else ``defaults`` (``[tasks]``); ``0`` anywhere it is chosen means no limit.
+
+    Args:
+        defaults: an object with ``timeout``, ``max_turns``, ``max_tokens`` (``None``: unset).
+        targets: the same, most specific first; ``None`` entries are skipped.
+    """
+    chosen: dict[str, Any] = {}
+    for key in ("timeout", "max_turns", "max_tokens"):
+        value = None
+        for source in (*targets, defaults):
+            if source is not None and getattr(source, key, None) is not None:
+                value = getattr(source, key)
+                break
+        chosen[key] = value or None  # 0 lifts a default: no limit
+    return Budget(**chosen)
+
+
+class BudgetExceeded(KernosError):
+    """A run reached one of its limits and was stopped before its next model request (or, for
+    ``timeout``, when the time was up).
+
+    Attributes:
+        code: ``budget_exceeded`` (``max_turns``, ``max_tokens``) or ``timeout``.
+        limit: which limit: ``max_turns``, ``max_tokens`` or ``timeout``.
+        value: the limit as configured, as a person reads it (``"3"``, ``"10m"``).
+        used: what the run had used when it was stopped (``"3 model requests"``).
+    """
+
+    def __init__(self, limit: str, value: str, used: str) -> None:
+        self.limit = limit
+        self.value = value
+        self.used = used
+        self.code = "timeout" if limit == "timeout" else "budget_exceeded"
+        super().__init__(f"{self.code}: {limit} = {value} reached ({used})")
+
+
+@dataclass
+class BudgetMeter:
+    """What one run used so far, against its :class:`Budget`.
+
+    ``before_request`` is called right before each model request: it raises once a limit is
+    reached, else counts the request. ``add_tokens`` adds a response's input + output tokens.
+    """
+
+    budget: Budget
+    requests: int = 0
+    tokens: int = 0
+    #: how many of the session's history messages were counted already
+    seen: int = 0
+
+    def add_tokens(self, count: int) -> None:
+        self.tokens += max(count, 0)
+
+    def before_request(self) -> None:
+        """Count one more model request, or raise if the run may not send it.
+
+        Raises:
+            BudgetExceeded: ``max_turns`` requests were sent already, or ``max_tokens`` are used.
+        """
+        turns, tokens = self.budget.max_turns, self.budget.max_tokens
+        if turns is not None and self.requests >= turns:
+            noun = "request" if self.requests == 1 else "requests"
+            raise BudgetExceeded("max_turns", str(turns), f"{self.requests} model {noun} made")
+        if tokens is not None and self.tokens >= tokens:
+            raise BudgetExceeded("max_tokens", str(tokens), f"{self.tokens} tokens used")
+        self.requests += 1

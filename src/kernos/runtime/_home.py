@@ -1,0 +1,75 @@
+"""Where a project's state and config are: the project root, the kernos home, the config file.
+
+Light on purpose (no pydantic): the commands that only read the store (``kernos tasks``) find
+it, and check that ``kernos.toml`` is readable, without building the config models.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from kernos.runtime._errors import ConfigError
+
+
+def project_root(cwd: Path | None = None) -> Path:
+    """The project a command works in: the nearest of the working directory and its parents that
+    holds a ``.kernos`` or a ``kernos.toml`` (found like ``.git``), else the working directory.
+
+    The state directory (unless ``KERNOS_HOME`` is set) and the default ``kernos.toml`` are both
+    read from there, so a subdirectory of a project sees the project's tasks and config.
+    """
+    start = (cwd or Path.cwd()).absolute()
+    for where in (start, *start.parents):
+        if (where / ".kernos").exists() or (where / "kernos.toml").is_file():
+            return where
+    return start
+
+
+def kernos_home(cwd: Path | None = None) -> Path:
+    """Where state lives: ``$KERNOS_HOME``, else ``.kernos`` in the project root (the nearest
+    directory up from the working directory that has one or a ``kernos.toml``; else the working
+    directory, where it is created)."""
+    env = os.environ.get("KERNOS_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    return (project_root(cwd) / ".kernos").resolve()
+
+
+def _read_text(path: Path) -> str:
+    """A config file's text; unreadable or non-UTF-8 is a :class:`ConfigError` saying so."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            path,
+            "(file)",
+            f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+            "save it as UTF-8",
+        ) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(path, "(file)", f"cannot be read ({reason})", "check the path") from None
+
+
+def config_file(
+    path: Path | str | None = None, *, cwd: Path | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """The config file (``path``, else the project root's ``kernos.toml``) and its TOML data
+    (``{}`` when the default file does not exist); nothing is validated yet.
+
+    Raises:
+        ConfigError: an explicit ``path`` that does not exist, unreadable or non-UTF-8 text,
+            invalid TOML.
+    """
+    file = Path(path) if path is not None else project_root(cwd) / "kernos.toml"
+    if not file.exists():
+        if path is not None:
+            raise ConfigError(file, "(file)", "does not exist", "pass an existing file to --config")
+        return file, {}
+    try:
+        return file, tomllib.loads(_read_text(file))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax") from None

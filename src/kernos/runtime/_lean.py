@@ -1,0 +1,612 @@
+"""The lean engine: a session's loop over OpenAI-compatible Chat Completions, without pydantic-ai's
+graph.
+
+Messages are the wire's plain dicts, kept in one list and sent as they are; tool schemas are
+serialized once per tool set; every tool call still goes through the one boundary
+(:class:`kernos.runtime._toolset.KernosToolset`: same coded errors, same retry budget, same
+events). What a caller can observe matches the pydantic-ai engine: the requests on the wire, the
+session events, the turns recorded in the store, ``session.history`` (converted to pydantic-ai
+messages when read, and back when assigned) and the errors raised.
+
+Which engine a session runs on (:func:`lean_model_for`): ``KERNOS_ENGINE`` (``lean`` or
+``pydantic-ai``) overrides everything; else an alias's ``engine``; else lean for every model it
+can drive — ``openai-chat`` models, cassettes (``replay:``) and recordings of either — and
+pydantic-ai for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RequestUsage
+
+from kernos.boundary import ToolResult, ToolSpec, clean_text
+from kernos.runtime._cassette import RecordingModel, ReplayModel
+from kernos.runtime._config import ConfigError
+from kernos.runtime._lean_wire import Reply, dumps, request_body, shared_endpoint, tools_fragment
+from kernos.runtime._toolset import KernosToolset
+from kernos.runtime._trace import capture_content, chat_span
+
+if TYPE_CHECKING:
+    from kernos.runtime._session import Session
+
+ENGINES = ("lean", "pydantic-ai")
+EMPTY_RETRY = "Please return text or call a tool."  # pydantic-ai's words for an empty answer
+_OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget
+
+_PIN = "_kernos_engine"  # the attribute that pins a model to an engine (models are unhashable)
+
+
+def pin_engine(model: Any, engine: str | None) -> None:
+    """Run ``model`` on ``engine`` (an alias's) unless ``KERNOS_ENGINE`` says otherwise."""
+    if engine:
+        object.__setattr__(model, _PIN, engine)
+
+
+def env_engine() -> str | None:
+    """``KERNOS_ENGINE``, checked.
+
+    Raises:
+        ConfigError: it names no engine.
+    """
+    value = os.environ.get("KERNOS_ENGINE", "").strip()
+    if not value:
+        return None
+    if value not in ENGINES:
+        raise ConfigError(
+            None,
+            "KERNOS_ENGINE",
+            f"{value!r} is not an engine",
+            "set KERNOS_ENGINE to lean or pydantic-ai, or unset it",
+        )
+    return value
+
+
+class LeanModel(Protocol):
+    """What the lean loop asks of a model: one answer to the wire-shaped ``messages``, and a
+    tool's wire form (``tool_wire``, computed once per tool set)."""
+
+    def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]: ...
+
+    async def answer(
+        self,
+        messages: list[dict[str, Any]],
+        tools: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> Reply: ...
+
+
+def plain_tool_wire(spec: ToolSpec[Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.schema(),
+        },
+    }
+
+
+@dataclass
+class ChatLean:
+    """An ``openai-chat`` model on its endpoint's pooled client; tool schemas are shaped by the
+    model's profile the way pydantic-ai shapes them (strict where the schema allows)."""
+
+    endpoint: Any
+    name: str
+    profile: Any = None
+
+    def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
+        wire = plain_tool_wire(spec)
+        transformer = (self.profile or {}).get("json_schema_transformer")
+        if transformer is None:
+            return wire
+        shaped = transformer(wire["function"]["parameters"], strict=None)
+        wire["function"]["parameters"] = shaped.walk()
+        if shaped.is_strict_compatible and self.profile.get(
+            "openai_supports_strict_tool_definition", True
+        ):
+            wire["function"]["strict"] = True
+        return wire
+
+    async def answer(
+        self,
+        messages: list[dict[str, Any]],
+        tools: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> Reply:
+        body = request_body(self.name, messages, tools, on_delta is not None)
+        return await self.endpoint.complete(self.name, body, on_delta=on_delta)  # type: ignore[no-any-return]
+
+
+@dataclass
+class ReplayLean:
+    """A cassette (the same :class:`ReplayModel`, so parents and children share its turns)."""
+
+    cassette: ReplayModel
+
+    def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
+        return plain_tool_wire(spec)
+
+    async def answer(
+        self,
+        messages: list[dict[str, Any]],
+        tools: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> Reply:
+        turn, index = self.cassette.take_turn(latest_dict_text(messages))
+        reply = Reply(text=clean_text(str(turn.get("text") or "")), model_name="replay")
+        for n, call in enumerate(turn.get("tool_calls") or []):
+            args = call.get("args", {})
+            reply.calls.append(
+                (
+                    str(call.get("id") or f"replay_{index}_{n}"),
+                    clean_text(str(call["name"])),
+                    clean_text(args if isinstance(args, str) else dumps(args)),
+                )
+            )
+        if on_delta is not None and reply.text:
+            on_delta(reply.text)
+        return reply
+
+
+@dataclass
+class RecordingLean:
+    """A lean model whose answers are written to the recording's cassette."""
+
+    inner: LeanModel
+    recording: RecordingModel
+
+    def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
+        return self.inner.tool_wire(spec)
+
+    async def answer(
+        self,
+        messages: list[dict[str, Any]],
+        tools: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> Reply:
+        reply = await self.inner.answer(messages, tools, on_delta)
+        turn: dict[str, Any] = {"match": latest_dict_text(messages)}
+        if reply.text:
+            turn["text"] = reply.text
+        if reply.calls:
+            turn["tool_calls"] = [
+                {"name": name, "args": args, "id": call_id} for call_id, name, args in reply.calls
+            ]
+        self.recording.record_turn(turn)
+        return reply
+
+
+def lean_model_for(model: Any, engine: str | None = None) -> LeanModel | None:
+    """The lean engine's view of ``model``, or ``None`` when the session runs on pydantic-ai.
+
+    ``engine`` (a session's own choice) wins, then ``KERNOS_ENGINE``, then the alias's pin.
+
+    Raises:
+        ConfigError: ``KERNOS_ENGINE`` or ``engine`` names no engine.
+    """
+    if engine is not None and engine not in ENGINES:
+        raise ConfigError(None, "engine", f"{engine!r} is not an engine", "use lean or pydantic-ai")
+    choice = engine or env_engine()
+    if choice == "pydantic-ai":
+        return None
+    return _lean_view(model, forced=choice == "lean")
+
+
+def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    from kernos.runtime._clean import CleanTextModel
+
+    if not forced and getattr(model, _PIN, None) == "pydantic-ai":
+        return None
+    if isinstance(model, RecordingModel):
+        inner = _lean_view(model.wrapped, forced=forced)
+        return None if inner is None else RecordingLean(inner, model)
+    if isinstance(model, CleanTextModel):  # the lean engine cleans the wire's text itself
+        return _lean_view(model.wrapped, forced=forced)
+    if isinstance(model, ReplayModel):
+        return ReplayLean(model)
+    if type(model) is OpenAIChatModel:  # a subclass may change the request; pydantic-ai drives it
+        client = model.client
+        endpoint = shared_endpoint(str(client.base_url), str(client.api_key))
+        return ChatLean(endpoint, model.model_name, model.profile)
+    if isinstance(model, WrapperModel):
+        return None  # someone else's wrapper: it must see every request
+    return None
+
+
+# -- messages ------------------------------------------------------------------------------------
+
+
+def latest_dict_text(messages: Sequence[dict[str, Any]]) -> str:
+    """What :func:`kernos.runtime._cassette.latest_message_text` reads, from wire dicts: the
+    newest run of user/tool messages that has text."""
+    texts: list[str] = []
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "assistant":
+            if texts:
+                break
+            continue
+        if role in ("user", "tool"):
+            content = message.get("content")
+            texts.append(content if isinstance(content, str) else str(content))
+    return "\n".join(reversed(texts))
+
+
+@dataclass
+class _ToolMeta:
+    name: str
+    retried: bool
+
+
+_RETRY = object()  # meta of the system message pydantic-ai sends after an empty answer
+
+
+def to_model_messages(
+    messages: Sequence[dict[str, Any]], meta: Sequence[Any], instructions: str
+) -> list[ModelMessage]:
+    """Wire dicts (and their metadata) as pydantic-ai messages, the shape the other engine keeps."""
+    out: list[ModelMessage] = []
+    request: list[Any] = []
+
+    def flush() -> None:
+        if request:
+            out.append(ModelRequest(parts=list(request), instructions=instructions or None))
+            request.clear()
+
+    for message, info in zip(messages, meta, strict=True):
+        role = message.get("role")
+        if role == "assistant":
+            flush()
+            out.append(_response(message, info))
+        elif role == "user":
+            flush()  # a new prompt is a new request
+            request.append(UserPromptPart(str(message.get("content") or "")))
+        elif role == "tool":
+            name = info.name if isinstance(info, _ToolMeta) else ""
+            content = str(message.get("content") or "")
+            retried = isinstance(info, _ToolMeta) and info.retried
+            request.append(
+                ToolReturnPart(
+                    name,
+                    _unwrap_error(content) if retried else content,
+                    tool_call_id=str(message.get("tool_call_id") or ""),
+                    outcome="retried" if retried else "success",
+                )
+            )
+        elif role == "system" and info is not _RETRY:
+            request.append(SystemPromptPart(str(message.get("content") or "")))
+    flush()
+    return out
+
+
+def _unwrap_error(content: str) -> str:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content
+    return str(data["error"]) if isinstance(data, dict) and "error" in data else content
+
+
+def _response(message: dict[str, Any], info: Any) -> ModelResponse:
+    parts: list[TextPart | ToolCallPart] = []
+    if message.get("content"):
+        parts.append(TextPart(str(message["content"])))
+    if isinstance(info, Reply):
+        parts += [ToolCallPart(name, args, call_id) for call_id, name, args in info.calls]
+        usage = RequestUsage(
+            input_tokens=info.input_tokens,
+            output_tokens=info.output_tokens,
+            cache_read_tokens=info.cached_tokens,
+        )
+        return ModelResponse(
+            parts=parts,
+            usage=usage,
+            model_name=info.model_name,
+            provider_name=None if info.model_name == "replay" else "openai",
+        )
+    return ModelResponse(parts=parts)
+
+
+def from_model_messages(history: Sequence[ModelMessage]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """pydantic-ai messages as wire dicts plus their metadata (for an assigned history)."""
+    messages: list[dict[str, Any]] = []
+    meta: list[Any] = []
+    names: dict[str, str] = {}
+    for message in history:
+        if isinstance(message, ModelResponse):
+            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
+            calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
+            wire: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                wire["tool_calls"] = [
+                    {
+                        "id": p.tool_call_id,
+                        "type": "function",
+                        "function": {"name": p.tool_name, "arguments": p.args_as_json_str()},
+                    }
+                    for p in calls
+                ]
+                names.update((p.tool_call_id, p.tool_name) for p in calls)
+            usage = message.usage
+            messages.append(wire)
+            meta.append(
+                Reply(
+                    text=text,
+                    calls=[(p.tool_call_id, p.tool_name, p.args_as_json_str()) for p in calls],
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cached_tokens=usage.cache_read_tokens,
+                    model_name=message.model_name,
+                )
+            )
+            continue
+        for part in message.parts:
+            if isinstance(part, UserPromptPart):
+                content = part.content if isinstance(part.content, str) else str(part.content)
+                messages.append({"role": "user", "content": content})
+                meta.append(None)
+            elif isinstance(part, ToolReturnPart):
+                retried = getattr(part, "outcome", None) == "retried"
+                text = part.model_response_str()
+                messages.append(
+                    {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
+                )
+                meta.append(_ToolMeta(part.tool_name, retried))
+            elif isinstance(part, RetryPromptPart):
+                text = part.model_response()
+                if part.tool_name:
+                    messages.append(
+                        {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
+                    )
+                    meta.append(_ToolMeta(part.tool_name, True))
+                else:
+                    messages.append({"role": "user", "content": text})
+                    meta.append(None)
+            elif isinstance(part, SystemPromptPart):
+                messages.append({"role": "system", "content": part.content})
+                meta.append(None)
+    return messages, meta
+
+
+# -- the loop ------------------------------------------------------------------------------------
+
+
+class LeanLoop:
+    """One session's conversation on the lean engine (its messages, its tools' wire text)."""
+
+    def __init__(self, session: Session, model: LeanModel) -> None:
+        self.session = session
+        self.model = model
+        self.messages: list[dict[str, Any]] = []
+        self.meta: list[Any] = []
+        self._toolset = KernosToolset(session, session._results.__setitem__)
+        self._empty_answers = False
+        self._tools_key: tuple[int, ...] | None = None
+        self._tools_text = ""
+        self._system = (
+            [{"role": "system", "content": session.instructions}] if session.instructions else []
+        )
+
+    # -- history -----------------------------------------------------------------------------
+    @property
+    def history(self) -> list[ModelMessage]:
+        return to_model_messages(self.messages, self.meta, self.session.instructions)
+
+    @history.setter
+    def history(self, value: Sequence[ModelMessage]) -> None:
+        self.messages, self.meta = from_model_messages(value)
+        self._empty_answers = not all(
+            _sendable(m) for m in self.messages if m["role"] == "assistant"
+        )
+
+    def _tools(self) -> str:
+        specs = self.session.tools.values()
+        key = tuple(id(spec) for spec in specs)
+        if key != self._tools_key:
+            self._tools_text = tools_fragment([self.model.tool_wire(spec) for spec in specs])
+            self._tools_key = key
+        return self._tools_text
+
+    def _add(self, message: dict[str, Any], info: Any = None) -> None:
+        self.messages.append(message)
+        self.meta.append(info)
+
+    # -- one prompt --------------------------------------------------------------------------
+    async def run(self, text: str) -> tuple[str, list[Reply], int]:
+        """Send ``text`` and run until the model answers without tool calls (or a stop).
+
+        Returns the final text, the replies of this run and where its messages start.
+
+        Raises:
+            UnexpectedModelBehavior: a tool's retry budget (or the empty-answer budget) is spent.
+        """
+        session = self.session
+        start = len(self.messages)
+        self._add({"role": "user", "content": text})
+        retries: dict[str, int] = {}
+        empty = 0
+        replies: list[Reply] = []
+        on_delta = self._delta if session.stream else None
+        while True:
+            if session._stop_requested or not session._before_request():
+                return _last_text(self.messages), replies, start
+            wire_messages = self._wire()
+            with chat_span(session.model.model_name, wire_messages) as traced:
+                reply = await self.model.answer(wire_messages, self._tools(), on_delta)
+                traced.set_genai(reply_attributes(reply))
+            replies.append(reply)
+            wire: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+            if reply.calls:
+                wire["tool_calls"] = [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": wire_arguments(a)},
+                    }
+                    for call_id, name, a in reply.calls
+                ]
+            self._add(wire, reply)
+            if not reply.calls:
+                if reply.text:
+                    return reply.text, replies, start
+                if empty >= _OUTPUT_RETRIES:
+                    raise UnexpectedModelBehavior(
+                        f"Exceeded maximum output retries ({_OUTPUT_RETRIES})"
+                    )
+                empty += 1
+                self._empty_answers = True
+                self._add({"role": "system", "content": EMPTY_RETRY}, _RETRY)
+                continue
+            if len(reply.calls) == 1:
+                answers = [await self._call(*reply.calls[0], retries)]
+            else:
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(self._call(*c, retries)) for c in reply.calls]
+                answers = [task.result() for task in tasks]
+            for (call_id, name, _), (content, retried) in zip(reply.calls, answers, strict=True):
+                self._add(
+                    {"role": "tool", "tool_call_id": call_id, "content": content},
+                    _ToolMeta(name, retried),
+                )
+
+    def _wire(self) -> list[dict[str, Any]]:
+        messages = self._system + self.messages
+        if self._empty_answers:  # an empty answer is kept (history, store) but never sent
+            messages = [m for m in messages if m["role"] != "assistant" or _sendable(m)]
+        return messages
+
+    def _delta(self, text: str) -> None:
+        self.session.emit_delta(text)
+
+    async def _call(
+        self, call_id: str, name: str, args: str, retries: dict[str, int]
+    ) -> tuple[str, bool]:
+        session = self.session
+        spec = session.tools.get(name)
+        if spec is None:
+            known = ", ".join(repr(n) for n in session.tools) or "none"
+            self._spend(name, _OUTPUT_RETRIES, retries)
+            return dumps({"error": f"Unknown tool name: {name!r}. Available tools: {known}"}), True
+        result = await self._toolset.invoke(name, args, call_id)
+        if result.stage in ("json", "schema"):
+            self._spend(name, self._toolset._retries(spec), retries)
+            return dumps({"error": result.text}), True
+        return result.text, False
+
+    @staticmethod
+    def _spend(name: str, budget: int, retries: dict[str, int]) -> None:
+        used = retries.get(name, 0)
+        if used >= budget:
+            raise UnexpectedModelBehavior(
+                f"Tool {name!r} exceeded max retries count of {budget}. Consider raising the retry "
+                "limit, or see the docs on tool retries: "
+                "https://pydantic.dev/docs/ai/tools-toolsets/tools-advanced/#tool-retries"
+            )
+        retries[name] = used + 1
+
+    # -- what the session records ------------------------------------------------------------
+    def record(self, start: int) -> None:
+        """Record this run's messages (from ``start``) as the pydantic-ai engine does."""
+        store = self.session.store
+        if store is None:
+            return
+        sid, agent = self.session.session_id, self.session.agent
+        results: list[dict[str, Any]] = []
+        pending = self.session._results
+        for message, info in zip(self.messages[start:], self.meta[start:], strict=True):
+            role = message["role"]
+            if role == "tool":
+                record: dict[str, Any] = {
+                    "id": message["tool_call_id"],
+                    "name": info.name if isinstance(info, _ToolMeta) else "",
+                    "text": message["content"],
+                }
+                result: ToolResult | None = pending.get(message["tool_call_id"])
+                if result is not None and result.details:
+                    record["details"] = result.details
+                results.append(record)
+                continue
+            if results:
+                store.record_turn(sid, agent, "tool", tool_results=results)
+                results = []
+            if role == "user":
+                store.record_turn(sid, agent, "user", message["content"])
+            elif role == "assistant":
+                reply = info if isinstance(info, Reply) else Reply()
+                calls = [{"id": i, "name": n, "args": a} for i, n, a in reply.calls]
+                store.record_turn(
+                    sid,
+                    agent,
+                    "assistant",
+                    message.get("content") or "",
+                    tool_calls=calls,
+                    input_tokens=reply.input_tokens,
+                    output_tokens=reply.output_tokens,
+                )
+        if results:
+            store.record_turn(sid, agent, "tool", tool_results=results)
+
+
+def usage_responses(replies: Sequence[Reply]) -> list[ModelResponse]:
+    """The ``usage`` event's responses, as the pydantic-ai engine reports them."""
+    return [_response({"content": r.text}, r) for r in replies]
+
+
+def _sendable(message: dict[str, Any]) -> bool:
+    return bool(message.get("content") or message.get("tool_calls"))
+
+
+def wire_arguments(args: str) -> str:
+    """Tool-call arguments as sent back in the history, as pydantic-ai sends them: compact JSON,
+    and unparseable text wrapped as ``{"INVALID_JSON": text}`` (servers reject it raw); the
+    store, the cassette and ``history`` keep what the model sent."""
+    try:
+        value = json.loads(args) if args.strip() else {}
+    except (ValueError, RecursionError):  # nested too deeply to parse is unusable too
+        return dumps({"INVALID_JSON": args})
+    return dumps(value)
+
+
+def _last_text(messages: Sequence[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and message.get("content"):
+            return str(message["content"])
+    return ""
+
+
+def reply_attributes(reply: Reply) -> dict[str, Any]:
+    """A model answer's figures under the GenAI convention's names (for its ``chat`` span)."""
+    values: dict[str, Any] = {
+        "gen_ai.response.model": reply.model_name,
+        "gen_ai.usage.input_tokens": reply.input_tokens,
+        "gen_ai.usage.output_tokens": reply.output_tokens,
+        "gen_ai.response.finish_reasons": [reply.finish_reason] if reply.finish_reason else None,
+    }
+    if capture_content(os.environ):
+        output: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.calls:
+            output["tool_calls"] = [{"id": i, "name": n, "arguments": a} for i, n, a in reply.calls]
+        values["gen_ai.output.messages"] = json.dumps([output], ensure_ascii=False)
+    return values

@@ -1,0 +1,388 @@
+"""``kernos tasks watch`` (issue 12): a live view of the store, tested on a real pseudo-terminal
+while a ``kernos run`` in another process drives a child against the local model server."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import signal
+import sqlite3
+import struct
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernos.cli._watch import Row, Usage, build_rows, cells, parse_keys, plain, signature
+from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests.conftest import KERNOS
+
+CONFIG = """
+default_model = "openai-chat:test"
+
+[agents.main]
+instructions = "MAIN-AGENT: you coordinate."
+
+[agents.explore]
+description = "Read-only research"
+instructions = "EXPLORE-AGENT: you research."
+"""
+SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+         "run_in_background": True}  # fmt: skip
+DEADLINE = 60.0
+
+
+def agent_is(marker: str, latest: str = "") -> Callable[[dict[str, Any]], bool]:
+    def match(request: dict[str, Any]) -> bool:
+        messages = request.get("messages") or [{}]
+        return marker in str(messages[0].get("content", "")) and latest in str(messages[-1])
+
+    return match
+
+
+def statuses(home: Path) -> list[str]:
+    try:
+        with sqlite3.connect(home / "kernos.db") as db:
+            return [row[0] for row in db.execute("SELECT status FROM tasks")]
+    except sqlite3.OperationalError:
+        return []
+
+
+def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[Any] | None = None) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if proc is not None:
+            assert proc.poll() is None, f"exited {proc.returncode} waiting for {what}"
+        time.sleep(0.05)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _tty_env(env: dict[str, str]) -> dict[str, str]:
+    """The pty's own size, not COLUMNS/LINES inherited from the runner (rich prefers them)."""
+    env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
+    return {**env, "TERM": "xterm-256color"}
+
+
+class Terminal:
+    """``kernos tasks watch`` on a pseudo-terminal of 30x140, its output read as it comes."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.master, self.slave = pty.openpty()
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 140, 0, 0))
+        self.modes = termios.tcgetattr(self.slave)
+        self.proc = subprocess.Popen(
+            [KERNOS, "tasks", "watch"], cwd=cwd, env=_tty_env(env),
+            stdin=self.slave, stdout=self.slave, stderr=self.slave, start_new_session=True,
+            preexec_fn=self._controlling,
+        )  # fmt: skip
+        self.output = b""
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _controlling(self) -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # so Ctrl-C on the terminal is a SIGINT for it
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self.lock:
+                self.output += data
+
+    def screen(self) -> str:
+        """The last frame drawn, without escape codes."""
+        with self.lock:
+            text = self.output.decode("utf-8", errors="replace")
+        return _ANSI.sub("", text.rsplit("\x1b[H", 1)[-1])
+
+    def line_of(self, key: str) -> str:
+        return next((line for line in self.screen().splitlines() if key in line), "")
+
+    def press(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.slave)
+        os.close(self.master)
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    return tmp_path
+
+
+def environment(project: Path, server: FakeOpenAIServer) -> dict[str, str]:
+    return {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+
+
+@pytest.fixture
+def running_child(
+    project: Path, server: FakeOpenAIServer, gate: threading.Event
+) -> Iterator[subprocess.Popen[str]]:
+    """A ``kernos run`` whose background child is running, its answer held until ``gate``."""
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("Three modules found.", when=agent_is("EXPLORE-AGENT"), hold=gate),
+        text("All done.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    run = subprocess.Popen(
+        [KERNOS, "run", "survey it", "-q"], cwd=project, env=environment(project, server),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        until(lambda: statuses(project / ".kernos") == ["running"], "the child to run", run)
+        yield run
+    finally:
+        gate.set()
+        if run.poll() is None:
+            run.kill()
+        run.communicate()
+
+
+def task_id(project: Path) -> str:
+    with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
+        (row,) = db.execute("SELECT id FROM tasks").fetchall()
+    return str(row[0])
+
+
+def test_the_screen_shows_a_child_go_from_running_to_completed(
+    project: Path,
+    server: FakeOpenAIServer,
+    gate: threading.Event,
+    running_child: subprocess.Popen[str],
+) -> None:
+    child = task_id(project)
+    terminal = Terminal(project, environment(project, server))
+    try:
+        # the first frames can be drawn before the size is known: wait for a whole row
+        def whole_row() -> bool:
+            line = terminal.line_of(child)
+            return all(s in line for s in ("└ " + child, "running", "openai-chat:test"))
+
+        until(whole_row, "the running child's whole row on screen", terminal.proc)
+        assert "MAIN" not in terminal.screen()  # model text is data, never shown as a prompt
+        gate.set()
+        until(lambda: "completed" in terminal.line_of(child), "completed on screen", terminal.proc)
+        assert "survey" in terminal.screen()  # its label (a narrow first frame may cut it)
+        assert running_child.wait(timeout=DEADLINE) == 0
+        terminal.press("t")  # the transcript tail of the selected (only) task
+        until(lambda: "[assistant] Three modules found." in terminal.screen(), "the transcript")
+        terminal.press("q")
+        assert terminal.proc.wait(timeout=DEADLINE) == 0
+        terminal.reader.join(timeout=5)
+        assert terminal.output.endswith(b"\x1b[?25h\x1b[?1049l")  # cursor back, screen restored
+        assert termios.tcgetattr(terminal.slave) == terminal.modes  # echo and line mode back
+    finally:
+        terminal.close()
+
+
+def test_c_cancels_the_selected_task_and_ctrl_c_leaves(
+    project: Path, server: FakeOpenAIServer, running_child: subprocess.Popen[str]
+) -> None:
+    child = task_id(project)
+    terminal = Terminal(project, environment(project, server))
+    try:
+        until(lambda: "running" in terminal.line_of(child), "running on screen", terminal.proc)
+        terminal.press("c")
+        until(lambda: "cancel requested for " + child in terminal.screen(), "the answer")
+        until(lambda: "cancelled" in terminal.line_of(child), "cancelled on screen", terminal.proc)
+        assert statuses(project / ".kernos") == ["cancelled"]
+        assert running_child.wait(timeout=DEADLINE) == 0  # the run was not waiting for it
+        terminal.press("\x03")  # Ctrl-C
+        assert terminal.proc.wait(timeout=DEADLINE) == 130
+        terminal.reader.join(timeout=5)
+        assert terminal.output.endswith(b"\x1b[?25h\x1b[?1049l")
+        assert termios.tcgetattr(terminal.slave) == terminal.modes
+    finally:
+        terminal.close()
+
+
+def test_not_a_terminal_prints_the_table_again_when_it_changes(
+    project: Path,
+    server: FakeOpenAIServer,
+    gate: threading.Event,
+    running_child: subprocess.Popen[str],
+) -> None:
+    child = task_id(project)
+    watcher = subprocess.Popen(
+        [KERNOS, "tasks", "watch"], cwd=project, env=environment(project, server),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+
+    def read() -> None:
+        assert watcher.stdout is not None
+        lines.extend(iter(watcher.stdout.readline, ""))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        until(lambda: any(child in li and "running" in li for li in lines), "running", watcher)
+        gate.set()
+        until(lambda: any(child in li and "completed" in li for li in lines), "completed", watcher)
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=DEADLINE) == 130
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+        watcher.wait()
+        reader.join(timeout=5)
+        for pipe in (watcher.stdout, watcher.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert lines[0].split() == [
+        "TASK", "STATUS", "MODEL", "EXECUTOR", "ELAPSED", "IN", "OUT", "COST", "LABEL",
+    ]  # fmt: skip
+    assert "\x1b" not in "".join(lines)  # a pipe gets plain text
+    headers = [i for i, line in enumerate(lines) if line.startswith("TASK ")]
+    assert len(headers) >= 2  # printed again after the change, not every poll
+    assert lines[headers[1] - 1] == "\n"
+
+
+def test_once_prints_one_snapshot_with_tokens_and_cost(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    spawn = {"prompt": "Survey.", "subagent_type": "explore", "name": "survey"}
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Found three modules.", when=agent_is("EXPLORE-AGENT")),
+        text("Done.", when=agent_is("MAIN-AGENT", "three modules")),
+    )
+    env = environment(project, server)
+    run = subprocess.run(
+        [KERNOS, "run", "survey it", "-q"], cwd=project, env=env, capture_output=True,
+        text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
+        spent = dict(
+            db.execute(
+                "SELECT t.id, SUM(u.input_tokens) || '/' || SUM(u.output_tokens) FROM usage u"
+                " JOIN tasks t ON t.child_session = u.session_id GROUP BY t.id"
+            ).fetchall()
+        )
+    (child,) = spent
+    once = subprocess.run(
+        [KERNOS, "tasks", "watch", "--once"], cwd=project, env=env, capture_output=True,
+        text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert once.returncode == 0, once.stderr
+    header, session, task = once.stdout.splitlines()
+    assert header.split()[0] == "TASK"
+    assert session.startswith("s_") and session.endswith("session (main)")
+    fields = task.split()
+    assert fields[:4] == ["└", child, "completed", "openai-chat:test"]
+    assert f"{fields[5]}/{fields[6]}" == spent[child]
+    assert fields[7:] == ["unknown", "survey"]  # genai-prices does not know model "test"
+
+    as_json = subprocess.run(
+        [KERNOS, "tasks", "watch", "--once", "--json"], cwd=project, env=env,
+        capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    (document,) = [json.loads(line) for line in as_json.stdout.splitlines()]
+    root, row = document["rows"]
+    assert (root["kind"], root["depth"], root["agent"]) == ("session", 0, "main")
+    assert row["kind"] == "task" and row["parent"] == root["id"] and row["cost"] is None
+    assert f"{row['input_tokens']}/{row['output_tokens']}" == spent[child]
+    assert sorted(row) == sorted(
+        ["kind", "id", "parent", "depth", "status", "agent", "model", "executor", "label",
+         "elapsed", "requests", "input_tokens", "output_tokens", "cost"]
+    )  # fmt: skip
+
+
+def test_an_empty_store_is_said_plainly(project: Path, server: FakeOpenAIServer) -> None:
+    once = subprocess.run(
+        [KERNOS, "tasks", "watch", "--once"], cwd=project, env=environment(project, server),
+        capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert (once.returncode, once.stdout) == (0, "(no tasks)\n")
+
+
+# -- the rules, without I/O ------------------------------------------------------------------------
+
+
+def task(task_id: str, parent: str, child: str, created: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": task_id, "parent_session": parent, "child_session": child, "status": "running",
+        "target": "explore", "model": "m", "name": None, "label": task_id.upper(),
+        "created_at": created, "started_at": created, "finished_at": None,
+        "updated_at": created, **extra,
+    }  # fmt: skip
+
+
+def test_the_tree_nests_children_under_their_parents() -> None:
+    tasks = [
+        task("t_b", "s_main", "s_b", 2.0),
+        task("t_a", "s_main", "s_a", 1.0, status="completed", finished_at=4.0),
+        task("t_a1", "s_a", "s_a1", 3.0, executor="worker-1"),
+        task("t_o", "s_old", "s_o", 0.5, updated_at=0.5),
+    ]
+    rows = build_rows(tasks, {"s_a": Usage(2, 100, 20, None, "m", "explore")}, now=10.0)
+    assert [(r.id, r.depth) for r in rows] == [
+        ("s_main", 0), ("t_a", 1), ("t_a1", 2), ("t_b", 1), ("s_old", 0), ("t_o", 1),
+    ]  # fmt: skip
+    by_id = {r.id: r for r in rows}
+    assert cells(by_id["t_a"])[0] == "└ t_a"
+    assert cells(by_id["t_a1"])[0] == "  └ t_a1"
+    assert by_id["t_a"].elapsed == 3.0  # finished: started → finished
+    assert by_id["t_b"].elapsed == 8.0  # running: started → now
+    assert cells(by_id["t_a"])[5:8] == ("100", "20", "unknown")
+    assert cells(by_id["t_b"])[5:8] == ("-", "-", "-")  # no model response yet
+    assert by_id["t_a1"].executor == "worker-1" and by_id["t_b"].executor == ""
+
+
+def test_a_known_price_is_summed_and_an_unknown_one_spoils_the_sum() -> None:
+    known = Usage().plus({"input_tokens": 10, "output_tokens": 2, "cost": 0.25, "model": "a"})
+    known = known.plus({"input_tokens": 5, "output_tokens": 1, "cost": 0.5})
+    assert (known.requests, known.input_tokens, known.cost, known.model) == (2, 15, 0.75, "a")
+    assert known.plus({"cost": None}).cost is None
+    rows = build_rows([task("t_x", "s", "s_x", 1.0)], {"s_x": known}, now=2.0)
+    assert cells(rows[1])[7] == "$0.7500"
+
+
+def test_a_child_whose_parent_task_is_not_listed_hangs_under_its_session() -> None:
+    rows = build_rows([task("t_c", "s_gone", "s_c", 1.0)], {}, now=1.0)
+    assert [(r.kind, r.id, r.depth) for r in rows] == [("session", "s_gone", 0), ("task", "t_c", 1)]
+
+
+def test_keys_and_arrows_are_parsed() -> None:
+    assert parse_keys("\x1b[A\x1b[Bjkq") == ["up", "down", "down", "up", "q"]
+    assert parse_keys("\x1bOA") == ["up"]
+    assert parse_keys("\x1b[1;5Ct") == ["t"]  # an unknown sequence is skipped whole
+
+
+def test_a_refresh_is_a_change_of_data_not_of_the_clock() -> None:
+    early = build_rows([task("t_x", "s", "s_x", 1.0)], {}, now=2.0)
+    later = build_rows([task("t_x", "s", "s_x", 1.0)], {}, now=50.0)
+    done = build_rows([task("t_x", "s", "s_x", 1.0, status="completed")], {}, now=50.0)
+    assert signature(early) == signature(later) != signature(done)
+    assert plain([]) == "(no tasks)"
+    assert isinstance(early[0], Row)
