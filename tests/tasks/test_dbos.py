@@ -188,3 +188,23 @@ def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps
     ]  # fmt: skip
     assert len(firsts) == 1  # the completed step was replayed from its record, not re-sent
     assert sum(1 for r in server.requests if second_request(r)) == 2  # the in-flight one again
+
+
+@pytest.mark.parametrize("chosen", ["", "lean"])
+def test_a_durable_child_model_keeps_its_session_on_the_pydantic_ai_engine(
+    monkeypatch: pytest.MonkeyPatch, chosen: str
+) -> None:
+    """The lean engine would bypass DurableModel.request (the DBOS step): an openai-chat model
+    wrapped by the DBOS engine runs on pydantic-ai, even with KERNOS_ENGINE=lean."""
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from kernos.runtime import Session
+    from kernos.tasks._dbos import DurableModel
+
+    monkeypatch.setenv("KERNOS_ENGINE", chosen)
+    plain = OpenAIChatModel(
+        "m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k")
+    )
+    assert Session(plain).engine == "lean"
+    assert Session(DurableModel(plain)).engine == "pydantic-ai"
