@@ -187,6 +187,17 @@ async def child_workflow(task_id: str, text: str, epoch: int) -> str:
     return "unowned"
 
 
+def _fresh_default_executor() -> None:
+    """DBOS makes its thread pool the running loop's default executor (``asyncio.to_thread``);
+    once DBOS is destroyed that pool is shut down, so a loop that goes on (a later manager in
+    the same ``asyncio.run``) gets a fresh pool of its own."""
+    if _Launch.url is None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+        )
+
+
 # -- model requests as steps ---------------------------------------------------------------------
 class DurableModel(WrapperModel):
     """A model whose requests are DBOS steps inside a child workflow (plain requests outside)."""
@@ -288,6 +299,7 @@ class DBOSEngine:
             await asyncio.to_thread(self._boot.join)
             if self._boot_error is None:
                 await asyncio.to_thread(_Launch.release)
+                _fresh_default_executor()
             return
         done, self._finished = self._finished, []
         try:
@@ -308,6 +320,7 @@ class DBOSEngine:
             _ENGINES.remove(self)
         self._launched = False
         await asyncio.to_thread(_Launch.release)
+        _fresh_default_executor()
 
     def child_model(self, model: Model) -> Model:
         return DurableModel(model)
