@@ -300,6 +300,9 @@ def test_once_prints_one_snapshot_with_tokens_and_cost(
     assert session.startswith("s_") and session.endswith("session (main)")
     fields = task.split()
     assert fields[:4] == ["└", child, "completed", "openai-chat:test"]
+    with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
+        (executor,) = db.execute("SELECT executor FROM tasks WHERE id = ?", (child,)).fetchone()
+    assert executor and fields.pop(4) == executor  # the process that ran it (host:pid)
     assert f"{fields[5]}/{fields[6]}" == spent[child]
     assert fields[7:] == ["unknown", "survey"]  # genai-prices does not know model "test"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -101,10 +102,16 @@ def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -
         "NAME",
         "LABEL",
         "CREATED",
+        "EXECUTOR",
     ]
     assert line.split()[:3] == [task_id, "lost", "disposed"]
+    # the executor; on the DBOS engine a child killed before its queue's poll never had one
+    ran_by = f"{socket.gethostname()}:{proc.pid}"
+    queued = os.environ.get("KERNOS_TASK_ENGINE") == "dbos"
+    assert line.split()[-1] in ((ran_by, "-") if queued else (ran_by,))
     shown = kernos(project, gated, "tasks", "show", task_id)
     assert f"error: the process that ran it (pid {proc.pid}) ended" in shown.stdout
+    assert f"executor: {line.split()[-1]} (" in shown.stdout
     transcript = kernos(project, gated, "tasks", "output", task_id, "--tail", "2")
     assert transcript.stdout.splitlines()[-1].startswith("[status] running → lost")
     cancel = kernos(project, gated, "tasks", "cancel", task_id)
@@ -230,9 +237,10 @@ def test_json_documents_of_show_and_output(project: Path, server: FakeOpenAIServ
     assert list(task) == [
         "id", "status", "residency", "run_epoch", "target_kind", "target", "model", "name",
         "label", "parent_session", "child_session", "depth", "background", "owner_pid", "error",
-        "created_at", "started_at", "finished_at", "updated_at",
+        "created_at", "started_at", "finished_at", "updated_at", "executor",
     ]  # fmt: skip
     assert (task["target"], task["name"], task["background"]) == ("explore", "survey", True)
+    assert task["executor"].rpartition(":")[0] == socket.gethostname()
     shown = json.loads(kernos(project, server, "tasks", "show", task["id"], "--json").stdout)
     assert shown["task"]["final_text"] == "The survey found 3 modules."
     assert "[status] running → completed (run epoch 1)" in [h["text"] for h in shown["history"]]

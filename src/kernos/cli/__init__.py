@@ -18,6 +18,7 @@ from kernos.cli import sessions as _sessions
 from kernos.cli import tasks as _tasks
 from kernos.cli import tools as _tools
 from kernos.cli import usage as _usage
+from kernos.cli import worker as _worker
 from kernos.runtime import install_log_scrubber
 
 install_log_scrubber()  # every log line, whichever logger, loses the secrets kernos knows
@@ -64,6 +65,7 @@ _tasks.register(app)
 _tools.register(app)
 _mcp.register(app)
 _usage.register(app)
+_worker.register(app)
 _sessions.register(app)
 _config.register(app)
 

@@ -47,7 +47,7 @@ FOLLOW_POLL = 0.2
 TASK_KEYS = (
     "id", "status", "residency", "run_epoch", "target_kind", "target", "model", "name", "label",
     "parent_session", "child_session", "depth", "background", "owner_pid", "error",
-    "created_at", "started_at", "finished_at", "updated_at",
+    "created_at", "started_at", "finished_at", "updated_at", "executor",
 )  # fmt: skip
 
 
@@ -142,7 +142,8 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int, typer.Option("--limit", "-n", help="How many, newest first.")] = 50,
         as_json: JsonOption = False,
     ) -> None:
-        """One line per task: id, status, residency, epoch, target, name, label, age."""
+        """One line per task: id, status, residency, epoch, target, name, label, age, and the
+        executor (``host:pid``) that runs or ran it."""
         if not 1 <= limit <= _MAX_LIMIT:
             raise fail(f"--limit must be between 1 and {_MAX_LIMIT}; got {limit}")
         with _store(config) as store:
@@ -154,7 +155,9 @@ def register(app: typer.Typer) -> None:
             write_stdout("(no tasks)")
             return
         now = time.time()
-        header = ("ID", "STATUS", "RESIDENCY", "EPOCH", "TARGET", "NAME", "LABEL", "CREATED")
+        header = (
+            "ID", "STATUS", "RESIDENCY", "EPOCH", "TARGET", "NAME", "LABEL", "CREATED", "EXECUTOR",
+        )  # fmt: skip
         body = [
             (
                 row["id"],
@@ -165,6 +168,7 @@ def register(app: typer.Typer) -> None:
                 one_line(row["name"], 30),
                 one_line(row["label"], 40),
                 age(row["created_at"], now),
+                row.get("executor") or "-",
             )
             for row in rows
         ]
@@ -193,7 +197,10 @@ def register(app: typer.Typer) -> None:
             f"  {age(e['created_at'], now)} {render_event(e['type'], e['payload'])}"
             for e in changes
         ]
-        write_stdout("\n".join([render_output(row, [], "status", 0), "history:", *history]))
+        executor = f"executor: {row.get('executor') or '-'} ({row.get('engine') or 'local'} engine)"
+        lines = render_output(row, [], "status", 0).split("\n")
+        lines.insert(3, executor)  # after the target line, before the error and final text
+        write_stdout("\n".join([*lines, "history:", *history]))
 
     @group.command("output")
     def output_command(

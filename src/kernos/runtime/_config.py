@@ -126,6 +126,16 @@ class TasksConfig(_Budgeted):
 
     max_depth: int = Field(default=1, ge=0)
     concurrency: int = Field(default=5, ge=0)
+    #: which engine runs children: ``local`` (in this process), ``dbos`` (DBOS queues, shared by
+    #: every process on the same store), ``auto`` (``dbos`` on Postgres, else ``local``)
+    engine: Literal["auto", "local", "dbos"] = "auto"
+    #: ``kernos run`` executes queued children too (``dbos`` engine); false: only workers do
+    run_executes: bool = True
+    #: a child whose executor died: ``resume`` from its last completed step, or ``lost``;
+    #: ``auto`` is ``resume`` on Postgres, ``lost`` on SQLite
+    on_crash: Literal["auto", "resume", "lost"] = "auto"
+    #: seconds between executor heartbeats; an executor silent for 3 beats is dead
+    heartbeat: float = Field(default=5.0, gt=0)
 
 
 STORE_URL_ENV = "KERNOS_STORE_URL"

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
 from kernos.runtime import BaseToolset, ConfigError, Runtime, Session, history_from_turns
+from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
@@ -42,6 +43,7 @@ class TaskManager(TaskScheduler):
         skill_dirs: where ``load_skills`` looks, in order (default: ``HOME/skills`` then
             ``~/.config/kernos/skills``).
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
+        engine: makes the engine that runs the children (default: as configured).
     """
 
     def __init__(
@@ -50,8 +52,9 @@ class TaskManager(TaskScheduler):
         *,
         skill_dirs: Sequence[Path] | None = None,
         reconcile: bool = True,
+        engine: Callable[[TaskScheduler], TaskEngine] | None = None,
     ) -> None:
-        super().__init__(runtime, reconcile=reconcile)
+        super().__init__(runtime, reconcile=reconcile, engine=engine)
         self.skill_dirs = (
             list(skill_dirs)
             if skill_dirs is not None
@@ -61,6 +64,9 @@ class TaskManager(TaskScheduler):
         self._categories = tuple(sorted(self.config.categories))
         self._agents = tuple(sorted(self.config.agents))
         self._depth: dict[str, int] = {}
+        #: the tools a child rebuilt from the store may be granted, by name (a worker's
+        #: configured tools; in ``kernos run``, its main session's)
+        self.remote_tools: dict[str, ToolSpec[Any]] | None = None
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
@@ -68,6 +74,8 @@ class TaskManager(TaskScheduler):
         the children an earlier run of the same session left are taken in."""
         self._depth[session.session_id] = depth
         if depth == 0:
+            if self.remote_tools is None:
+                self.remote_tools = session.tools  # the same config's tools, for others' children
             self._adopt(session)
         return task_tools(self, session)
 
@@ -172,6 +180,7 @@ class TaskManager(TaskScheduler):
             for name in dict.fromkeys([*grants, *own_tools])
             if name in parent.tools and name not in TASK_TOOL_NAMES
         ]
+        record.grants = list(grants)
         record.session = self._child_session(
             record, instructions, agent, names, "s_" + record.id.removeprefix("t_")
         )
@@ -195,6 +204,8 @@ class TaskManager(TaskScheduler):
                 "residency": str(record.residency),
                 "run_epoch": record.run_epoch,
                 "created_at": record.created_at,
+                "engine": self.engine.name,
+                "grants": json.dumps(list(grants)),
                 "tools": json.dumps(names),
             }
         )
@@ -217,14 +228,24 @@ class TaskManager(TaskScheduler):
         return definition.instructions, item.subagent_type or "", list(definition.tools or [])
 
     def _child_session(
-        self, record: TaskRecord, instructions: str, agent: str, tools: Sequence[str], sid: str
+        self,
+        record: TaskRecord,
+        instructions: str,
+        agent: str,
+        tools: Sequence[str],
+        sid: str,
+        available: dict[str, ToolSpec[Any]] | None = None,
     ) -> Session:
         """The child's own session: its turns go to the store (a later run rebuilds it from
-        them) and its transcript to the task's events."""
+        them) and its transcript to the task's events. ``tools`` are taken from ``available``
+        (the parent's tools, or a worker's configured ones)."""
+        offered = record.parent.tools if available is None else available
         child = Session(
-            self.runtime.model(record.model_name),
+            # the DBOS engine wraps the model (its requests are steps); a wrapper it does not
+            # know keeps the session on the pydantic-ai engine, which sends every request there
+            self.engine.child_model(self.runtime.model(record.model_name)),
             instructions,
-            [record.parent.tools[name] for name in tools if name in record.parent.tools],
+            [offered[name] for name in tools if name in offered],
             agent=agent,
             session_id=sid,
             store=self.runtime.store,
@@ -233,6 +254,45 @@ class TaskManager(TaskScheduler):
         if record.depth < self.config.tasks.max_depth:
             child.add_tools(self.tools_for(child, depth=record.depth))
         return child
+
+    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord:
+        """A child another process spawned, rebuilt from its store row and this process's config
+        (the DBOS engine's workers): its tools come from :attr:`remote_tools`."""
+        category = row["target"] if row["target_kind"] == "category" else None
+        item = SpawnItem(
+            prompt=row["prompt"] or "",
+            category=category,
+            subagent_type=None if category else row["target"],
+            name=row["name"],
+            task_summary=row["summary"],
+            description=row["description"],
+        )
+        stand_in = Session(  # the parent lives in another process: it reads the store
+            self.runtime.model(row["model"]), agent="parent", session_id=row["parent_session"]
+        )
+        record = TaskRecord(row["id"], stand_in, item, row["model"], row["depth"], False)
+        record.status = TaskStatus(row["status"])
+        record.run_epoch = epoch
+        record.started_at = row["started_at"]
+        record.grants = list(json.loads(row.get("grants") or "[]"))
+        instructions, agent, own_tools = self._target(item)
+        stored = row.get("tools")  # the resolved tools (resume's column); else grants + own
+        names = (
+            list(json.loads(stored))
+            if stored
+            else [
+                n for n in dict.fromkeys([*record.grants, *own_tools]) if n not in TASK_TOOL_NAMES
+            ]
+        )
+        record.session = self._child_session(
+            record,
+            instructions,
+            agent,
+            names,
+            row.get("child_session") or "s_" + record.id.removeprefix("t_"),
+            available=self.remote_tools or {},
+        )
+        return record
 
     # -- children of an earlier run ----------------------------------------------------------
     def _adopt(self, session: Session) -> None:

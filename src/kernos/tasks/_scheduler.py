@@ -12,8 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +25,11 @@ from kernos.runtime import (
     scrub_text,
 )
 from kernos.runtime._trace import span
+from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
-from kernos.tasks._store import TaskStore
+from kernos.tasks._store import TaskStore, executor_id
 
 log = logging.getLogger("kernos.tasks")
 
@@ -62,6 +62,8 @@ class TaskRecord:
     runner: asyncio.Task[None] | None = None
     interrupt: bool = False
     end_as: TaskStatus | None = None  # set when the manager stops the child (cancelled / lost)
+    executor: str | None = None  # who runs it (``host:pid``) when not this process
+    grants: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str | None:
@@ -78,132 +80,87 @@ class TaskRecord:
         return (self.finished_at or time.time()) - self.started_at
 
 
-class _Slots:
-    """A per-model concurrency limit with a FIFO queue (``limit == 0``: unbounded)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.active = 0
-        self.waiting: deque[tuple[TaskRecord, asyncio.Future[None]]] = deque()
-
-    def free(self) -> bool:
-        return self.limit == 0 or (self.active < self.limit and not self.waiting)
-
-    def position(self, record: TaskRecord) -> int | None:
-        for index, (waiting, _) in enumerate(self.waiting, start=1):
-            if waiting is record:
-                return index
-        return None
-
-    def reserve(self, record: TaskRecord) -> asyncio.Future[None] | None:
-        """Take a free slot now (``None``) or join the queue (a future resolved with the slot)."""
-        if self.free():
-            self.active += 1
-            return None
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiting.append((record, future))
-        return future
-
-    async def wait(self, record: TaskRecord, future: asyncio.Future[None]) -> None:
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.release()  # the slot was handed over just as we were cancelled
-            else:
-                self.waiting = deque(w for w in self.waiting if w[0] is not record)
-            raise
-
-    def release(self) -> None:
-        while self.waiting:
-            _, future = self.waiting.popleft()
-            if not future.done():
-                future.set_result(None)  # hand the slot over; ``active`` stays the same
-                return
-        self.active -= 1
-
-
 class TaskScheduler:
     """Runs the children of one runtime under per-model limits and wakes their parents.
 
     Args:
         runtime: models, config and the store.
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
+        engine: makes the engine that runs the children (default: as configured, see
+            :func:`kernos.tasks._engine.make_engine`).
     """
 
-    def __init__(self, runtime: Runtime, *, reconcile: bool = True) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        reconcile: bool = True,
+        engine: Callable[[TaskScheduler], TaskEngine] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.config = runtime.config
         self.store = TaskStore(runtime.store)
         self.records: dict[str, TaskRecord] = {}
-        self._slots: dict[str, _Slots] = {}
+        self._engine: TaskEngine | None = None
+        # made now: the DBOS engine starts launching at once
+        self._engine = (engine or make_engine)(self)
         self._outbox: dict[str, tuple[Session, list[str]]] = {}
         self._flush_scheduled = False
         self._changed = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
-        self.lost_on_start = self.store.reconcile() if reconcile else []
+        resume = crash_mode(self.config, runtime.config.store_url) == "resume"
+        self.lost_on_start = self.store.reconcile(resume=resume) if reconcile else []
 
     # -- running -----------------------------------------------------------------------------
-    def _slots_for(self, model_name: str) -> _Slots:
-        slots = self._slots.get(model_name)
-        if slots is None:
-            alias = self.config.models.get(model_name)
-            limit = self.config.tasks.concurrency
-            if alias is not None and alias.concurrency is not None:
-                limit = alias.concurrency
-            slots = self._slots[model_name] = _Slots(limit)
-        return slots
+    @property
+    def engine(self) -> TaskEngine:
+        """What admits and runs the children (:mod:`kernos.tasks._engine`), made on first use."""
+        if self._engine is None:
+            self._engine = make_engine(self)
+        return self._engine
 
     def queue_position(self, record: TaskRecord) -> int | None:
-        return self._slots_for(record.model_name).position(record)
+        return self.engine.queue_position(record)
 
     def _start(self, record: TaskRecord, text: str) -> None:
-        # a free slot is taken now, so the caller already sees the child running
-        slots = self._slots_for(record.model_name)
-        queued = slots.reserve(record)
-        if queued is None:
-            record.started_at, record.finished_at = time.time(), None
-            self._move(record, TaskStatus.RUNNING)
-        elif record.status in SETTLED:
-            self._move(record, TaskStatus.PENDING)
-        record.runner = asyncio.get_running_loop().create_task(
-            self._run(record, text, queued), name=f"kernos-task-{record.id}"
-        )
+        self.engine.start(record, text)
+        self.watch_cancels()
+
+    def watch_cancels(self) -> None:
+        """Poll the store for cancels from other processes while children are active."""
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll_cancels())
 
-    async def _run(
-        self, record: TaskRecord, text: str, queued: asyncio.Future[None] | None
-    ) -> None:
+    def mark_running(self, record: TaskRecord) -> None:
+        """The engine admitted ``record``: its run starts now."""
+        if record.status != TaskStatus.RUNNING:
+            record.started_at, record.finished_at = time.time(), None
+            self._move(record, TaskStatus.RUNNING)
+
+    async def run_child(self, record: TaskRecord, text: str) -> None:
+        """One admitted run of ``record``'s session, to its end state (the engines call this),
+        under its target's budget and in a ``kernos.task`` span."""
         # linked to the span current at _start: the tool call that spawned or revived the child
         with span(
             "kernos.task", link=True, task_id=record.id, epoch=record.run_epoch,
             parent_session=record.parent.session_id, model=record.model_name,
         ) as traced:  # fmt: skip
-            await self._run_child(record, text, queued)
+            await self._run_child(record, text)
             traced.set(status=str(record.status), error=record.error)
 
-    async def _run_child(
-        self, record: TaskRecord, text: str, queued: asyncio.Future[None] | None
-    ) -> None:
-        slots = self._slots_for(record.model_name)
+    async def _run_child(self, record: TaskRecord, text: str) -> None:
         session = record.session
         assert session is not None
+        record.executor = record.executor or executor_id()
+        self.store.update(record.id, executor=record.executor)
         # each run (a spawn, a revival) has the whole budget of its target
         budget = self.config.task_budget(record.item.category, record.item.subagent_type)
         session.set_budget(budget)
+        # the wall clock starts when the engine admitted the child, not while it was queued
         deadline = asyncio.timeout(budget.timeout)
-        if queued is not None:
-            try:
-                await slots.wait(record, queued)
-            except asyncio.CancelledError:
-                self._move(record, record.end_as or TaskStatus.CANCELLED)
-                return
         try:
-            if record.status != TaskStatus.RUNNING:
-                record.started_at, record.finished_at = time.time(), None
-                self._move(record, TaskStatus.RUNNING)
-            async with deadline:  # the wall clock starts when the child runs, not while queued
+            self.mark_running(record)
+            async with deadline:
                 final = await session.prompt(text)
                 while not record.interrupt:
                     late = session.take_queued()  # a message that arrived as the run ended
@@ -233,7 +190,6 @@ class TaskScheduler:
             record.final_text = final
             self._move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
         finally:
-            slots.release()
             record.interrupt = False
 
     def _move(
@@ -461,6 +417,8 @@ class TaskScheduler:
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
+        if self._engine is not None:
+            await self._engine.aclose()
         for record in self.records.values():
             # a settled child outlives the run: a later run's task_send rebuilds it from the store
             settled = record.status in SETTLED

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -78,6 +79,26 @@ MIGRATIONS = [
         ALTER TABLE tasks ADD COLUMN tools TEXT
         """,
     ),
+    (
+        4,
+        "executors: who runs each task, heartbeats, notice claims (issue 11)",
+        """
+        ALTER TABLE tasks ADD COLUMN executor TEXT;
+        ALTER TABLE tasks ADD COLUMN engine TEXT NOT NULL DEFAULT 'local';
+        ALTER TABLE tasks ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE tasks ADD COLUMN notified_epoch INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE task_executors (
+            id TEXT PRIMARY KEY,
+            beat_at REAL NOT NULL,
+            started_at REAL NOT NULL
+        );
+        CREATE TABLE task_leases (
+            name TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            until REAL NOT NULL
+        )
+        """,
+    ),
 ]
 
 _COLUMNS = frozenset(
@@ -85,7 +106,8 @@ _COLUMNS = frozenset(
         "id", "parent_session", "child_session", "depth", "name", "summary", "description",
         "label", "prompt", "target_kind", "target", "model", "background", "status", "residency",
         "run_epoch", "owner_pid", "owner_started", "final_text", "error", "created_at",
-        "started_at", "finished_at", "updated_at", "cancel_requested", "tools",
+        "started_at", "finished_at", "updated_at", "cancel_requested", "tools", "executor",
+        "engine", "grants", "notified_epoch",
     }
 )  # fmt: skip
 
@@ -215,18 +237,34 @@ class TaskStore:
         return lines
 
     # -- recovery ----------------------------------------------------------------------------
-    def reconcile(self) -> list[str]:
-        """Mark ``lost`` every pending/running task whose owning process is gone; returns ids."""
+    def reconcile(self, *, resume: bool = False) -> list[str]:
+        """Mark ``lost`` every pending/running task whose owning process is gone; returns ids.
+
+        A task of the DBOS engine that an executor took belongs to that executor: it is lost when
+        the executor (on this host) is gone, unless ``resume`` (``[tasks] on_crash = "resume"``):
+        then DBOS resumes it. Executors on other hosts are judged by their heartbeats (the
+        engine's reaper). One no executor took yet goes with the process that spawned it.
+        """
         self.flush()
         marks = ", ".join("?" for _ in ACTIVE)
         rows = self.store.query(
-            f"SELECT id, owner_pid, owner_started, status FROM tasks WHERE status IN ({marks})",
+            "SELECT id, owner_pid, owner_started, status, engine, executor FROM tasks "
+            f"WHERE status IN ({marks})",
             [str(s) for s in ACTIVE],
         )
         lost: list[str] = []
+        host = socket.gethostname()
         for row in rows:
-            pid = row["owner_pid"]
-            if pid == self.pid or (pid is not None and process_alive(pid, row["owner_started"])):
+            pid, started = row["owner_pid"], row["owner_started"]
+            if row["engine"] == "dbos" and (resume or row["executor"]):
+                if resume:
+                    continue  # DBOS resumes it elsewhere
+                where, _, number = str(row["executor"]).rpartition(":")
+                if where != host or not number.isdigit():
+                    continue
+                if int(number) != pid:
+                    pid, started = int(number), None
+            if pid == self.pid or (pid is not None and process_alive(pid, started)):
                 continue
             reason = f"the process that ran it (pid {pid}) ended before the task finished"
             self.update(
@@ -265,15 +303,113 @@ class TaskStore:
         self.flush()
 
     def cancel_requests(self) -> list[str]:
-        """Ids of this process's active tasks that another process asked to cancel."""
+        """Ids of this process's active tasks that another process asked to cancel (or, on the
+        DBOS engine, cancelled: the parent's process did)."""
         self.flush()
+        me = executor_id()
         marks = ", ".join("?" for _ in ACTIVE)
         rows = self.store.query(
-            "SELECT id FROM tasks WHERE cancel_requested = 1 AND owner_pid = ? "
-            f"AND status IN ({marks})",
-            [self.pid, *(str(s) for s in ACTIVE)],
+            "SELECT id FROM tasks WHERE (cancel_requested = 1 AND (owner_pid = ? OR executor = ?) "
+            f"AND status IN ({marks})) OR (executor = ? AND status = 'cancelled' "
+            "AND engine = 'dbos' AND finished_at > ?)",
+            [self.pid, me, *(str(s) for s in ACTIVE), me, time.time() - 60],
         )
         return [row["id"] for row in rows]
+
+    # -- executors (the DBOS engine) -----------------------------------------------------------
+    def claim(self, task_id: str, executor: str) -> bool:
+        """Take an active task no executor runs yet for ``executor`` (or one the reaper already
+        gave it); ``False`` when it is not there to take (cancelled, lost, done, taken)."""
+        self.flush()
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE tasks SET executor = ?, updated_at = ? WHERE id = ? "
+                "AND status IN ('pending', 'running') AND (executor IS NULL OR executor = ?)",
+                (executor, time.time(), task_id, executor),
+            )
+            return bool(cursor.rowcount)
+
+    def claim_notice(self, task_id: str, epoch: int) -> bool:
+        """Claim the completion notice of ``task_id``'s run ``epoch``: ``True`` exactly once."""
+        self.flush()
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE tasks SET notified_epoch = ? WHERE id = ? AND notified_epoch < ?",
+                (epoch, task_id, epoch),
+            )
+            return bool(cursor.rowcount)
+
+    def beat(self, executor: str) -> None:
+        """This executor is alive now."""
+        self.flush()
+        now = time.time()
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE task_executors SET beat_at = ? WHERE id = ?", (now, executor)
+            )
+            if not cursor.rowcount:
+                conn.execute(
+                    "INSERT INTO task_executors (id, beat_at, started_at) VALUES (?, ?, ?)",
+                    (executor, now, now),
+                )
+
+    def retire(self, executor: str) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM task_executors WHERE id = ?", (executor,))
+
+    def lease(self, name: str, holder: str, seconds: float) -> bool:
+        """Hold the lease ``name`` for ``seconds`` more (``True``) unless another holder has it."""
+        now = time.time()
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE task_leases SET holder = ?, until = ? "
+                "WHERE name = ? AND (holder = ? OR until < ?)",
+                (holder, now + seconds, name, holder, now),
+            )
+            if cursor.rowcount:
+                return True
+            if conn.execute("SELECT 1 FROM task_leases WHERE name = ?", (name,)).fetchall():
+                return False
+            conn.execute(
+                "INSERT INTO task_leases (name, holder, until) VALUES (?, ?, ?)",
+                (name, holder, now + seconds),
+            )
+            return True
+
+    def dead_executors(self, silent_for: float) -> list[str]:
+        """Executors with no heartbeat for ``silent_for`` seconds that still hold running tasks."""
+        self.flush()
+        rows = self.store.query(
+            "SELECT DISTINCT t.executor AS executor FROM tasks t "
+            "LEFT JOIN task_executors e ON e.id = t.executor "
+            "WHERE t.engine = 'dbos' AND t.status = 'running' AND t.executor IS NOT NULL "
+            "AND (e.id IS NULL OR e.beat_at < ?)",
+            (time.time() - silent_for,),
+        )
+        return [row["executor"] for row in rows]
+
+    def running_on(self, executor: str) -> list[dict[str, Any]]:
+        self.flush()
+        rows = self.store.query(
+            "SELECT * FROM tasks WHERE executor = ? AND status = 'running'", (executor,)
+        )
+        return [dict(row) for row in rows]
+
+    def mark_lost(self, task_id: str, status: str, reason: str) -> None:
+        self.update(
+            task_id,
+            status=str(TaskStatus.LOST),
+            residency=str(Residency.DISPOSED),
+            error=reason,
+            finished_at=time.time(),
+        )
+        self.event(task_id, "status", {"from": status, "to": "lost", "why": reason})
+        self.flush()
+
+
+def executor_id() -> str:
+    """This process as a task executor: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def render_event(kind: str, payload: dict[str, Any]) -> str:

@@ -1,0 +1,212 @@
+"""Benchmark of the task engines (not a test): ``.venv/bin/python bench/tasks_dbos.py [--quick]``.
+
+1. Start-up: what ``import dbos`` and a DBOS launch on SQLite add to a process.
+2. In one process: N background children through the real ``task`` tool, manager and store, on the
+   local engine and on the DBOS engine (DBOS on SQLite): 1,000 instant children, and 200 children
+   whose model answers after 200 ms. Time and peak RSS.
+3. DBOS on a real PostgreSQL (started here, as in the tests): one ``kernos run`` whose children run
+   on 1 or 3 ``kernos worker`` processes; the model a local server answering after 200 ms, the
+   concurrency 60. Time from the run's start to its end, peak requests in flight, each process's
+   peak RSS. The figure that matters: 3 workers in at most 0.5× the time of 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "tasks"))
+KERNOS = str(Path(sys.executable).with_name("kernos"))
+
+
+def startup() -> None:
+    def timed(code: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    base = timed("import kernos.cli")
+    with_dbos = timed("import kernos.cli, dbos")
+    home = tempfile.mkdtemp()
+    launch = timed(
+        "import dbos, time; t = time.perf_counter(); "
+        f"dbos.DBOS(config={{'name': 'kernos', 'system_database_url': 'sqlite:///{home}/d.sqlite',"
+        " 'application_version': 'b', 'log_level': 'WARNING'}); dbos.DBOS.launch(); "
+        "dbos.DBOS.destroy()"
+    )
+    print("1. start-up (best of 3 fresh interpreters)")
+    print(f"   import kernos.cli {base:.2f} s; + import dbos {with_dbos - base:+.2f} s; "
+          f"import dbos + launch + destroy on SQLite {launch:.2f} s")  # fmt: skip
+
+
+async def in_process(engine: str, count: int, delay: float, concurrency: int) -> tuple[float, int]:
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from kernos.boundary import ToolContext, call_tool
+    from kernos.runtime import Runtime, load_config
+    from kernos.tasks import TaskManager
+
+    async def answer(messages: Any, info: Any) -> ModelResponse:
+        if delay:
+            await asyncio.sleep(delay)
+        return ModelResponse(parts=[TextPart("done")])
+
+    home = Path(tempfile.mkdtemp())
+    (home / "kernos.toml").write_text(
+        f'default_model = "fn"\n[categories.quick]\ndescription = "q"\n'
+        f'[tasks]\nengine = "{engine}"\nconcurrency = {concurrency}\n',
+        encoding="utf-8",
+    )
+    os.environ["KERNOS_HOME"] = str(home / ".kernos")
+    runtime = Runtime(load_config(cwd=home))
+    model = FunctionModel(answer)
+    runtime.model = lambda name: model  # type: ignore[method-assign]
+    manager = TaskManager(runtime)
+    session = runtime.session("main", record_turns=False, instructions="")
+    session.add_tools(manager.tools_for(session))
+    ctx = ToolContext(extras={"session": session})
+    started = time.perf_counter()
+    left = count
+    while left:
+        size = min(16, left)
+        items = [{"prompt": f"child {left - i}"} for i in range(size)]
+        args = {"run_in_background": True, "category": "quick", "tasks": items}
+        result = await call_tool(session.tools["task"], json.dumps(args), ctx)
+        assert not result.is_error, result.text
+        left -= size
+    await manager.wait_all()
+    elapsed = time.perf_counter() - started
+    done = sum(1 for r in manager.records.values() if r.status == "completed")
+    await manager.aclose(wait=True)
+    runtime.close()
+    return elapsed, done
+
+
+def run_in_process(engine: str, count: int, delay: float, concurrency: int) -> None:
+    code = (
+        "import asyncio, resource, sys; sys.path.insert(0, 'bench'); import tasks_dbos as b; "
+        f"t, d = asyncio.run(b.in_process({engine!r}, {count}, {delay}, {concurrency})); "
+        "print(t, d, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    elapsed, done, rss = float(out[-3]), int(out[-2]), int(out[-1])
+    label = "local" if engine == "local" else "DBOS/SQLite"
+    print(f"   {label:<12} {count:>5} × {delay * 1000:>3.0f} ms  c={concurrency:<3} "
+          f"{elapsed:7.2f} s  completed {done}/{count}  peak RSS {rss / 1024:.0f} MB")  # fmt: skip
+
+
+def workers_on_postgres(workers: int, count: int, delay: float, concurrency: int) -> float:
+    from _postgres import PostgresServer, create_database
+    from kernos.testing import FakeOpenAIServer, text, tool_call
+
+    with PostgresServer() as pg:
+        url = create_database(pg.url)
+        home = Path(tempfile.mkdtemp())
+        (home / "kernos.toml").write_text(
+            'default_model = "openai-chat:bench"\n'
+            '[agents.main]\ninstructions = "MAIN"\n[agents.explore]\ndescription = "e"\n'
+            'instructions = "CHILD"\n'
+            f"[tasks]\nconcurrency = {concurrency}\nrun_executes = false\n",
+            encoding="utf-8",
+        )
+        calls = []
+        for start in range(0, count, 16):
+            items = [{"prompt": f"c{n}"} for n in range(start, min(start + 16, count))]
+            calls.append({"run_in_background": True, "subagent_type": "explore", "tasks": items})
+        inflight, peak, lock = [0], [0], threading.Lock()
+
+        def child(request: dict[str, Any]) -> bool:
+            system = json.dumps(request.get("messages", [])[:1])
+            if "CHILD" in system:
+                with lock:
+                    inflight[0] += 1
+                    peak[0] = max(peak[0], inflight[0])
+                return True
+            return False
+
+        script = [tool_call("task", c, when=lambda r, n=n: _turn(r) == n) for n, c in
+                  enumerate(calls)]  # fmt: skip
+        script += [
+            text("all spawned", when=lambda r: _turn(r) >= len(calls) and _main(r), repeat=True),
+            text("done", when=child, repeat=True),
+        ]
+        with FakeOpenAIServer(*script, delay=delay) as server:
+            original = server._answer
+
+            def answer(request: dict[str, Any], auth: str) -> Any:
+                planned = original(request, auth)
+                if "CHILD" in json.dumps(request.get("messages", [])[:1]):
+                    threading.Timer(delay, _leave, (inflight, lock)).start()
+                return planned
+
+            server._answer = answer  # type: ignore[method-assign]
+            env = {**os.environ, **server.env(), "KERNOS_HOME": str(home / ".kernos"),
+                   "KERNOS_STORE_URL": url}  # fmt: skip
+            procs = [
+                subprocess.Popen([KERNOS, "worker"], cwd=home, env=env, stderr=subprocess.PIPE)
+                for _ in range(workers)
+            ]
+            time.sleep(3)  # the workers are up (their launch is not what is measured)
+            started = time.perf_counter()
+            run = subprocess.run(
+                [KERNOS, "run", "go", "-q"], cwd=home, env=env, capture_output=True, text=True
+            )
+            elapsed = time.perf_counter() - started
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.communicate(timeout=60)
+            assert run.returncode == 0, run.stderr
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(f"   DBOS/PG {workers} worker(s) {count:>4} × {delay * 1000:.0f} ms  "
+          f"c={concurrency:<3} {elapsed:7.2f} s  peak in flight {peak[0]}  "
+          f"peak child RSS {rss / 1024:.0f} MB")  # fmt: skip
+    return elapsed
+
+
+def _leave(inflight: list[int], lock: threading.Lock) -> None:
+    with lock:
+        inflight[0] -= 1
+
+
+def _main(request: dict[str, Any]) -> bool:
+    return "MAIN" in json.dumps(request.get("messages", [])[:1])
+
+
+def _turn(request: dict[str, Any]) -> int:
+    """How many task calls the main agent has made so far in this request's history."""
+    if not _main(request):
+        return -1
+    return sum(1 for m in request.get("messages", []) if m.get("role") == "tool")
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    startup()
+    print("2. in one process (DBOS on SQLite, its queue polled every 0.1 s)")
+    n = 200 if quick else 1000
+    for engine in ("local", "dbos"):
+        run_in_process(engine, n, 0.0, 5)
+    for engine in ("local", "dbos"):
+        run_in_process(engine, 200, 0.2, 60)
+    print("3. DBOS on PostgreSQL: one kernos run, children on kernos worker processes")
+    one = workers_on_postgres(1, 200, 0.2, 60)
+    three = workers_on_postgres(3, 200, 0.2, 60)
+    print(f"   3 workers / 1 worker: {three / one:.2f}× (target ≤ 0.5×)")

@@ -1,0 +1,88 @@
+"""``kernos worker``: execute sub-agent tasks from the shared DBOS queues, and nothing else.
+
+Any number of workers, on any hosts, share the queues of one store (Postgres; or SQLite on one
+host): each child runs where a worker has room under its model's global limit. A child's granted
+tools are rebuilt here from this worker's config. Stops on SIGINT/SIGTERM; children it was running
+are then left to the crash rule (``[tasks] on_crash``: resumed by another executor, or ``lost``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kernos.cli._common import (
+    EXIT_OK,
+    ConfigOption,
+    config_errors,
+    err,
+    fail,
+    open_runtime,
+)
+
+if TYPE_CHECKING:
+    from kernos.runtime import Runtime
+
+
+async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
+    """Execute children from the queues of ``models`` (default: every model) until cancelled."""
+    import asyncio  # on first use: start-up stays light (tests/test_startup.py)
+
+    from kernos._app import TOOLSETS, _task_toolset, agent_session
+    from kernos.tasks import TaskManager
+    from kernos.tasks._dbos import DBOSEngine, queue_name
+    from kernos.tasks._state import ACTIVE, TaskStatus
+
+    listen = [queue_name(m) for m in models] if models else None
+    factories = tuple(f for f in TOOLSETS if f is not _task_toolset)
+    async with agent_session(runtime, "main", toolsets=factories, record_turns=False) as (
+        session,
+        _,
+    ):
+        manager = TaskManager(runtime, engine=lambda s: DBOSEngine(s, listen=listen, worker=True))
+        manager.remote_tools = {
+            name: spec for name, spec in session.tools.items() if not name.startswith("task")
+        }
+        engine = manager.engine
+        assert isinstance(engine, DBOSEngine)
+        await engine.ready()
+        where = ", ".join(listen) if listen is not None else "every model's queue"
+        err.print(f"worker {engine.executor} executing {where}", markup=False, highlight=False)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for record in manager.records.values():
+                if record.status in ACTIVE:  # left to the crash rule, not cancelled
+                    record.end_as = TaskStatus.LOST
+                    record.error = f"its worker {engine.executor} stopped before it finished"
+                    if record.runner is not None:
+                        record.runner.cancel()
+            await manager.aclose(wait=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("worker")
+    def worker_command(
+        config: ConfigOption = None,
+        models: Annotated[
+            str | None,
+            typer.Option("--models", help="Comma-separated models whose queues to execute."),
+        ] = None,
+    ) -> None:
+        """Execute sub-agent tasks from the shared queues (the DBOS engine) until stopped."""
+        import asyncio
+
+        from kernos._app import Interrupted, run_until_signal
+
+        chosen = [m.strip() for m in (models or "").split(",") if m.strip()] or None
+        if models is not None and chosen is None:
+            raise fail("--models is empty; name at least one model, or leave it out for all")
+        runtime = open_runtime(config, store=True)
+        try:
+            with config_errors():
+                asyncio.run(run_until_signal(serve_worker(runtime, chosen)))
+        except Interrupted:
+            raise typer.Exit(EXIT_OK) from None
+        finally:
+            runtime.close()

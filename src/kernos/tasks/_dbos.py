@@ -1,0 +1,582 @@
+"""The DBOS task engine: each child run is a DBOS workflow on its model's DBOS queue (issue 11).
+
+- The workflow id is the task id (``t_x``; a revived run ``t_x.N``), so a spawn submitted twice
+  runs once.
+- One queue per model, ``kernos.<model>``, with the model's concurrency as its global limit: every
+  process on the same system database (``kernos run``, ``kernos worker``) shares it. Polled every
+  0.1 s.
+- Model requests are DBOS steps (:class:`DurableModel`): a run resumed after a crash replays the
+  completed requests from their records instead of sending them again.
+- The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
+  never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
+  deleted when the engine closes.
+
+DBOS runs workflows on a loop of its own (a background thread); kernos's sessions, tools and store
+live on the scheduler's loop. The workflow body therefore hands the run over to the scheduler's
+loop, together with the workflow's DBOS context, and waits for it there: the child runs exactly as
+under the local engine, and its model steps still belong to the workflow.
+
+This module imports ``dbos``: it is imported only when the engine is chosen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from dbos import DBOS, DBOSConfig, SetWorkflowID, StepOptions
+from dbos._serialization import DBOSPortableJSON
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+from kernos.tasks._engine import crash_mode, model_limit
+from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
+from kernos.tasks._store import executor_id
+
+if TYPE_CHECKING:
+    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+
+log = logging.getLogger("kernos.tasks")
+
+APP_NAME = "kernos"
+#: pinned: DBOS recovers only workflows of the running version; bump it only when the steps of
+#: :func:`child_workflow` change in a way old records cannot replay
+APP_VERSION = "kernos-tasks-1"
+QUEUE_PREFIX = "kernos."
+POLL_SECONDS = 0.1
+_QUEUE_SCAN_SECONDS = 1.1
+
+ContextItems = list[tuple[contextvars.ContextVar[Any], Any]]
+#: how a queued run was admitted: here (the workflow's context, and a future for its end
+#: status), or ``None``: by another process
+Admission = tuple[ContextItems, "asyncio.Future[str]"] | None
+#: runs another process's child here: (task id, first message, epoch, context) → end status
+RemoteRun = Callable[[str, str, int, ContextItems], Awaitable[str]]
+#: how often the store is read for children other processes run, and heartbeats' reaper
+FOLLOW_SECONDS = 0.25
+
+
+def queue_name(model_name: str) -> str:
+    return QUEUE_PREFIX + model_name
+
+
+def workflow_id(task_id: str, epoch: int) -> str:
+    """The workflow of a task's run: the task id itself for its first run."""
+    return task_id if epoch <= 1 else f"{task_id}.{epoch}"
+
+
+def system_database_url(home: Any, store_url: str | None) -> str:
+    """Postgres store: DBOS's tables go in the same database; SQLite: ``HOME/dbos.sqlite``."""
+    if store_url and store_url.startswith(("postgres://", "postgresql")):
+        return store_url
+    return f"sqlite:///{home}/dbos.sqlite"
+
+
+# -- one DBOS per process ------------------------------------------------------------------------
+class _Launch:
+    """DBOS is a process-wide singleton: launched by the first engine, destroyed by the last."""
+
+    lock = threading.Lock()
+    url: str | None = None
+    users = 0
+    queues: ClassVar[dict[str, int | None]] = {}
+    bridges: ClassVar[list[threading.Event]] = []
+
+    @classmethod
+    def acquire(cls, url: str, listen: Sequence[str] | None, queues: dict[str, int | None]) -> None:
+        """Launch DBOS on ``url`` (or join the running one) and register ``queues``."""
+        with cls.lock:
+            if cls.url is not None and cls.url != url:
+                # DBOS is one per process: a runtime on another store takes it over (only
+                # programs and tests that open several homes in one process get here)
+                log.warning("tasks: DBOS moves from %s to %s in this process", cls.url, url)
+                cls._stop()
+            if cls.url is None:
+                config: DBOSConfig = {
+                    "name": APP_NAME,
+                    "system_database_url": url,
+                    "application_version": APP_VERSION,
+                    "executor_id": executor_id(),
+                    "serializer": DBOSPortableJSON,
+                    "log_level": "WARNING",
+                    "notification_listener_polling_interval_sec": POLL_SECONDS,
+                }
+                DBOS(config=config)
+                if listen is not None:
+                    DBOS.listen_queues(list(listen))
+                DBOS.launch()
+                cls.url = url
+                cls.queues = {}
+            cls.users += 1
+        for name, limit in queues.items():
+            cls.queue(name, limit)
+
+    @classmethod
+    def release(cls) -> None:
+        with cls.lock:
+            cls.users -= 1
+            if cls.users <= 0 and cls.url is not None:
+                cls._stop()
+
+    @classmethod
+    def _stop(cls) -> None:
+        for stop in cls.bridges:
+            stop.set()
+        cls.bridges.clear()
+        DBOS.destroy(destroy_registry=False)
+        cls.url, cls.users, cls.queues = None, 0, {}
+
+    @classmethod
+    def queue(cls, name: str, limit: int | None) -> bool:
+        """Register (or update) one queue; ``True`` when the database did not have it."""
+        with cls.lock:
+            if name in cls.queues and cls.queues[name] == limit:
+                return False
+            known = DBOS.retrieve_queue(name)
+            cls.queues[name] = limit
+        queue = DBOS.register_queue(
+            name, global_concurrency=limit, polling_interval_sec=POLL_SECONDS,
+            on_conflict="always_update",
+        )  # fmt: skip
+        if known is None:
+            cls._bridge(queue)
+        return known is None
+
+    @staticmethod
+    def _bridge(queue: Any) -> None:
+        """DBOS's queue manager looks for new queues once a second: until it has, this polls a
+        queue that is new in the database, so a first run's children do not wait a second."""
+        try:
+            from dbos._dbos import _get_dbos_instance
+            from dbos._queue import queue_worker_thread
+        except ImportError:  # a DBOS without them: the manager's scan still finds the queue
+            return
+        dbos = _get_dbos_instance()
+        if dbos._listening_queues is not None and queue.name not in dbos._listening_queues:
+            return
+        stop = threading.Event()
+        worker = threading.Thread(target=queue_worker_thread, args=(stop, dbos, queue), daemon=True)
+        worker.start()
+        _Launch.bridges.append(stop)
+        threading.Timer(_QUEUE_SCAN_SECONDS, stop.set).start()
+
+
+#: the engines of this process, which the workflow body hands each run to
+_ENGINES: list[DBOSEngine] = []
+
+
+@DBOS.workflow(name="kernos_child")
+async def child_workflow(task_id: str, text: str, epoch: int) -> str:
+    """One run of a child task; returns the status it ended in."""
+    items: ContextItems = list(contextvars.copy_context().items())
+    for engine in list(_ENGINES):
+        if engine.owns(task_id, epoch):
+            return await engine.hand_over(task_id, epoch, items)
+    for engine in list(_ENGINES):
+        if engine.remote is not None:
+            return await engine.hand_over_remote(task_id, text, epoch, items)
+    log.warning("task %s: no engine of this process can run it; left to another", task_id)
+    return "unowned"
+
+
+def _fresh_default_executor() -> None:
+    """DBOS makes its thread pool the running loop's default executor (``asyncio.to_thread``);
+    once DBOS is destroyed that pool is shut down, so a loop that goes on (a later manager in
+    the same ``asyncio.run``) gets a fresh pool of its own."""
+    if _Launch.url is None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(thread_name_prefix="asyncio")
+        )
+
+
+# -- model requests as steps ---------------------------------------------------------------------
+class DurableModel(WrapperModel):
+    """A model whose requests are DBOS steps inside a child workflow (plain requests outside)."""
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        if DBOS.workflow_id is None:
+            return await self.wrapped.request(messages, model_settings, model_request_parameters)
+
+        async def model_request() -> str:
+            response = await self.wrapped.request(
+                messages, model_settings, model_request_parameters
+            )
+            return ModelMessagesTypeAdapter.dump_json([response]).decode()
+
+        options: StepOptions = {"name": "model_request", "retries_allowed": False}
+        raw = await DBOS.run_step_async(options, model_request)
+        restored = ModelMessagesTypeAdapter.validate_json(raw)[0]
+        assert isinstance(restored, ModelResponse)
+        return restored
+
+
+# -- the engine ----------------------------------------------------------------------------------
+class DBOSEngine:
+    """Children as DBOS workflows on per-model DBOS queues.
+
+    Args:
+        scheduler: the scheduler whose records this engine runs.
+        listen: the queues this process executes (``None``: all; ``[]``: none, only workers do).
+        remote: builds and runs children spawned by other processes (``kernos worker``, and
+            ``kernos run`` unless ``[tasks] run_executes = false``); ``None``: only this
+            process's own children.
+        worker: this process is ``kernos worker``: it executes whatever ``run_executes`` says.
+    """
+
+    name = "dbos"
+
+    def __init__(
+        self,
+        scheduler: TaskScheduler,
+        *,
+        listen: Sequence[str] | None = None,
+        remote: RemoteRun | None = None,
+        worker: bool = False,
+    ) -> None:
+        self.scheduler = scheduler
+        runtime = scheduler.runtime
+        self.url = system_database_url(runtime.home, runtime.config.store_url)
+        executes = worker or scheduler.config.tasks.run_executes
+        if listen is None and not executes:
+            listen = []  # only workers run children
+        self.listen = listen
+        self.remote = remote if remote is not None else (self.run_remote if executes else None)
+        self.on_crash = crash_mode(scheduler.config, runtime.config.store_url)
+        self.heartbeat = scheduler.config.tasks.heartbeat
+        self._beats: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self.executor = executor_id()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._launched = False
+        self._launching: asyncio.Lock | None = None
+        self._boot_error: BaseException | None = None
+        # DBOS launches in the background from the start, so the first child does not wait
+        self._boot = threading.Thread(target=self._acquire, name="kernos-dbos-launch", daemon=True)
+        self._boot.start()
+        self._admissions: dict[str, asyncio.Future[Admission]] = {}
+        self._order: list[TaskRecord] = []  # pending beyond the limit, in spawn order
+        self._live: set[TaskRecord] = set()  # started and not yet ended
+        self._finished: list[str] = []
+
+    # -- the port ---------------------------------------------------------------------------
+    def start(self, record: TaskRecord, text: str) -> None:
+        limit = model_limit(self.scheduler.config, record.model_name)
+        busy = sum(1 for r in self._live if r.model_name == record.model_name)
+        if limit == 0 or busy < limit:
+            # a free place in this process's share: DBOS dequeues it within a poll, so the
+            # caller sees it running as under the local engine
+            self.scheduler.mark_running(record)
+        else:
+            if record.status in SETTLED:
+                self.scheduler._move(record, TaskStatus.PENDING)
+            self._order.append(record)
+        self._live.add(record)
+        self.loop = asyncio.get_running_loop()
+        record.runner = self.loop.create_task(
+            self._run(record, text), name=f"kernos-task-{record.id}"
+        )
+
+    def queue_position(self, record: TaskRecord) -> int | None:
+        waiting = [r for r in self._order if r.model_name == record.model_name]
+        return waiting.index(record) + 1 if record in waiting else None
+
+    async def aclose(self) -> None:
+        if not self._launched:
+            await asyncio.to_thread(self._boot.join)
+            if self._boot_error is None:
+                await asyncio.to_thread(_Launch.release)
+                _fresh_default_executor()
+            return
+        done, self._finished = self._finished, []
+        try:
+            await self._recorded(done)
+            if done:
+                await DBOS.delete_workflows_async(done)
+        except Exception as exc:  # the records stay; nothing else depends on them
+            log.warning("tasks: could not delete %d finished workflow(s): %s", len(done), exc)
+        for task in (self._beats, self._watcher):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        try:
+            self.scheduler.store.retire(self.executor)
+        except Exception as exc:
+            log.warning("tasks: could not retire executor %s: %s", self.executor, exc)
+        if self in _ENGINES:
+            _ENGINES.remove(self)
+        self._launched = False
+        await asyncio.to_thread(_Launch.release)
+        _fresh_default_executor()
+
+    def child_model(self, model: Model) -> Model:
+        return DurableModel(model)
+
+    # -- launching --------------------------------------------------------------------------
+    def _queues(self) -> dict[str, int | None]:
+        """Every model this config names, with its limit (``None``: unbounded)."""
+        config = self.scheduler.config
+        names = set(config.models) | {config.default_model}
+        names |= {c.model for c in config.categories.values()}
+        names |= {a.model for a in config.agents.values()}
+        return {
+            queue_name(n): model_limit(config, n) or None for n in sorted(x for x in names if x)
+        }
+
+    def _acquire(self) -> None:
+        try:
+            _Launch.acquire(self.url, self.listen, self._queues())
+        except BaseException as exc:
+            self._boot_error = exc
+
+    async def ready(
+        self, model_name: str | None = None, enqueue: tuple[str, TaskRecord, str] | None = None
+    ) -> None:
+        """Wait for DBOS's launch (once per engine), register ``model_name``'s queue and queue
+        ``enqueue`` (workflow id, record, first message).
+
+        Raises:
+            Exception: DBOS could not launch on the system database.
+        """
+        if self._launching is None:
+            self._launching = asyncio.Lock()
+        async with self._launching:
+            if not self._launched:
+                self.loop = asyncio.get_running_loop()
+                await asyncio.to_thread(self._boot.join)
+                if self._boot_error is not None:
+                    raise self._boot_error
+                self._launched = True
+                _ENGINES.append(self)
+                self._beats = self.loop.create_task(self._beat_and_reap())
+                self._watcher = self.loop.create_task(self._watch())
+            if model_name is not None:
+                limit = model_limit(self.scheduler.config, model_name) or None
+                await asyncio.to_thread(_Launch.queue, queue_name(model_name), limit)
+            if enqueue is not None:  # under the lock: queued in spawn order (FIFO)
+                wf_id, record, text = enqueue
+                with SetWorkflowID(wf_id):
+                    await DBOS.enqueue_workflow_async(
+                        queue_name(record.model_name), child_workflow, record.id, text,
+                        record.run_epoch,
+                    )  # fmt: skip
+
+    # -- one run ----------------------------------------------------------------------------
+    def owns(self, task_id: str, epoch: int) -> bool:
+        return workflow_id(task_id, epoch) in self._admissions
+
+    async def _run(self, record: TaskRecord, text: str) -> None:
+        assert self.loop is not None
+        wf_id = workflow_id(record.id, record.run_epoch)
+        admitted: asyncio.Future[Admission]
+        admitted = self.loop.create_future()
+        self._admissions[wf_id] = admitted
+        try:
+            try:
+                await self.ready(record.model_name, enqueue=(wf_id, record, text))
+                admission = await admitted
+                if admission is None:  # another process took it: follow it in the store
+                    self._admissions.pop(wf_id, None)
+                    await self._follow(record)
+                    return
+                items, done = admission
+            except asyncio.CancelledError:
+                if record.end_as == TaskStatus.LOST:
+                    # the run ends without waiting (--no-wait): a child still queued, or running
+                    # in another process, is left to the executors; it is not lost
+                    log.info("task %s left to the other executors", record.id)
+                    record.end_as = None
+                    return
+                await asyncio.shield(self._cancel_workflow(wf_id))
+                self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
+                return
+            except Exception as exc:  # the system database refused the workflow
+                record.error = f"the task engine could not queue the child: {exc}"
+                self.scheduler._move(record, TaskStatus.ERROR)
+                return
+        finally:
+            self._admissions.pop(wf_id, None)
+            if record in self._order:
+                self._order.remove(record)
+            if not admitted.done() or admitted.cancelled() or admitted.exception():
+                self._live.discard(record)
+        for var, value in items:  # the workflow's DBOS context: model requests become its steps
+            var.set(value)
+        try:
+            await self.scheduler.run_child(record, text)
+        finally:
+            self._live.discard(record)
+            if not done.done():
+                done.set_result(str(record.status))
+            self._finished.append(wf_id)
+
+    # -- children other processes run ------------------------------------------------------
+    async def _watch(self) -> None:
+        """Resolve the admission of every queued child another process has taken."""
+        store = self.scheduler.store
+        while True:
+            await asyncio.sleep(FOLLOW_SECONDS)
+            waiting = {wf: fut for wf, fut in self._admissions.items() if not fut.done()}
+            if not waiting:
+                continue
+            by_task = {wf.partition(".")[0]: wf for wf in waiting}
+            marks = ", ".join("?" for _ in by_task)
+            try:
+                rows = await asyncio.to_thread(
+                    store.store.query,
+                    f"SELECT id, executor, status FROM tasks WHERE id IN ({marks})",
+                    list(by_task),
+                )
+            except Exception as exc:
+                log.warning("tasks: could not read queued children: %s", exc)
+                continue
+            for row in rows:
+                elsewhere = row["executor"] and row["executor"] != self.executor
+                if elsewhere or row["status"] not in {str(s) for s in ACTIVE}:
+                    future = waiting.get(by_task[row["id"]])
+                    if future is not None and not future.done():
+                        future.set_result(None)
+
+    async def _follow(self, record: TaskRecord) -> None:
+        """Mirror a child another process runs until its run ends; notice the parent once."""
+        store = self.scheduler.store
+        while True:
+            row = await asyncio.to_thread(store.get, record.id)
+            if row is None:
+                return
+            record.executor = row["executor"]
+            status = TaskStatus(row["status"])
+            if status == TaskStatus.RUNNING and record.status != TaskStatus.RUNNING:
+                record.status, record.started_at = status, row["started_at"]
+                self.scheduler._wake()
+            if status in SETTLED or status in FINAL:
+                break
+            await asyncio.sleep(FOLLOW_SECONDS)
+        self._live.discard(record)
+        record.status = status
+        record.final_text = row["final_text"] or ""
+        record.error = row["error"]
+        record.started_at = row["started_at"] or record.started_at
+        record.finished_at = row["finished_at"]
+        wakes = record.background and status in NOTIFY and record.end_as is None
+        if wakes and store.claim_notice(record.id, record.run_epoch):  # once, whoever asks
+            self.scheduler._notify(record)
+        self.scheduler._wake()
+
+    async def run_remote(self, task_id: str, text: str, epoch: int, items: ContextItems) -> str:
+        """Run a child another process spawned (or one whose executor died), rebuilt from the
+        store and this process's config; its end status."""
+        store = self.scheduler.store
+        row = await asyncio.to_thread(store.get, task_id)
+        if row is None or row["status"] not in {str(s) for s in ACTIVE}:
+            return "skipped"
+        if not await asyncio.to_thread(store.claim, task_id, self.executor):
+            return "skipped"
+        rebuild = getattr(self.scheduler, "rebuild", None)
+        if rebuild is None:
+            return "skipped"
+        record: TaskRecord = rebuild(row, epoch)
+        record.executor = self.executor
+        record.runner = asyncio.current_task()
+        self.scheduler.records[record.id] = record
+        self.scheduler.watch_cancels()
+        for var, value in items:
+            var.set(value)
+        try:
+            await self.scheduler.run_child(record, text)
+        finally:
+            self._finished.append(workflow_id(task_id, epoch))
+        return str(record.status)
+
+    async def _beat_and_reap(self) -> None:
+        """Heartbeat this executor; holding the reaper lease, settle the children of executors
+        silent for three beats: resumed here (``on_crash = "resume"``) or ``lost``."""
+        store = self.scheduler.store
+        while True:
+            try:
+                await asyncio.to_thread(store.beat, self.executor)
+                silent = self.heartbeat * 3
+                reaps = self.remote is not None  # only an executor can resume what it reaps
+                if reaps and await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
+                    for dead in await asyncio.to_thread(store.dead_executors, silent):
+                        await self._reap(dead)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("tasks: heartbeat or reaper failed: %s", exc)
+            await asyncio.sleep(self.heartbeat)
+
+    async def _reap(self, dead: str) -> None:
+        store = self.scheduler.store
+        rows = await asyncio.to_thread(store.running_on, dead)
+        if self.on_crash == "resume":
+            log.warning("tasks: executor %s is silent; resuming its %d task(s)", dead, len(rows))
+            for row in rows:  # ours now: a second reaper pass does not recover them again
+                store.update(row["id"], executor=self.executor)
+            store.flush()
+            await asyncio.to_thread(DBOS._recover_pending_workflows, [dead])
+            return
+        for row in rows:
+            reason = f"its executor {dead} stopped answering before the task finished"
+            await asyncio.to_thread(store.mark_lost, row["id"], row["status"], reason)
+            await self._cancel_workflow(workflow_id(row["id"], row["run_epoch"]))
+
+    async def _recorded(self, wf_ids: Sequence[str], timeout: float = 10.0) -> None:
+        """Wait until each workflow's body has recorded its outcome (it does so just after the
+        run ended), so closing DBOS does not cut it short."""
+        deadline = time.monotonic() + timeout
+        for wf_id in wf_ids:
+            while time.monotonic() < deadline:
+                status = await DBOS.get_workflow_status_async(wf_id)
+                if status is None or status.status not in ("PENDING", "ENQUEUED"):
+                    break
+                await asyncio.sleep(0.02)
+
+    async def _cancel_workflow(self, wf_id: str) -> None:
+        try:
+            if self._launched:
+                await DBOS.cancel_workflow_async(wf_id)
+        except Exception as exc:
+            log.warning("task workflow %s: cancel failed: %s", wf_id, exc)
+
+    async def hand_over(self, task_id: str, epoch: int, items: ContextItems) -> str:
+        """(DBOS's loop) Run this process's own child on the scheduler's loop; its end status."""
+        assert self.loop is not None
+        handed: concurrent.futures.Future[str] = asyncio.run_coroutine_threadsafe(
+            self._admit(workflow_id(task_id, epoch), items), self.loop
+        )
+        return await asyncio.wrap_future(handed)
+
+    async def _admit(self, wf_id: str, items: ContextItems) -> str:
+        admitted = self._admissions.get(wf_id)
+        if admitted is None or admitted.done():
+            return "cancelled"  # the run was cancelled while it waited in the queue
+        assert self.loop is not None
+        done: asyncio.Future[str] = self.loop.create_future()
+        admitted.set_result((items, done))
+        return await asyncio.shield(done)
+
+    async def hand_over_remote(self, task_id: str, text: str, epoch: int, items: Any) -> str:
+        """(DBOS's loop) Run another process's child here (see ``remote``)."""
+        assert self.loop is not None and self.remote is not None
+        remote = self.remote
+
+        async def run() -> str:
+            return await remote(task_id, text, epoch, items)
+
+        handed = asyncio.run_coroutine_threadsafe(run(), self.loop)
+        result: str = await asyncio.wrap_future(handed)
+        return result

@@ -1,0 +1,193 @@
+"""The task engine port: how a child is admitted under its model's limit and run (spec §4).
+
+:class:`TaskEngine` is the one narrow seam between the scheduler (records, transitions, notices)
+and what runs children. Two engines implement it:
+
+- :class:`LocalEngine` (the embedded default): per-model slots in this process, each child an
+  asyncio task of this process.
+- :class:`kernos.tasks._dbos.DBOSEngine`: each child a DBOS workflow on a per-model DBOS queue
+  whose limit holds across every process sharing the store (``kernos worker``), model requests as
+  durable steps. Chosen by ``[tasks] engine = "dbos"`` or a Postgres store.
+
+Both keep ``record.runner`` an asyncio task of the scheduler's loop that ends when the child's run
+ended, so waiting and cancelling (``record.runner.cancel()``) are the scheduler's, whatever runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
+
+from kernos.tasks._state import SETTLED, TaskStatus
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from kernos.runtime import Config
+    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+
+#: overrides ``[tasks] engine`` (the test suite runs once per engine with it)
+ENGINE_ENV = "KERNOS_TASK_ENGINE"
+
+
+class TaskEngine(Protocol):
+    """Admits and runs children for one :class:`TaskScheduler`."""
+
+    name: str
+
+    def start(self, record: TaskRecord, text: str) -> None:
+        """Start (or queue) ``record``'s next run with ``text`` as its message; sets
+        ``record.runner``. A child admitted at once is ``running`` on return."""
+
+    def child_model(self, model: Model) -> Model:
+        """The model a child session runs on (the DBOS engine makes its requests steps)."""
+
+    def queue_position(self, record: TaskRecord) -> int | None:
+        """1-based place of a pending child in its model's queue (``None``: not queued)."""
+
+    async def aclose(self) -> None:
+        """Release what the engine holds (every run has ended already)."""
+
+
+def model_limit(config: Config, model_name: str) -> int:
+    """A model's concurrency limit (``0``: unbounded): its alias's, else ``[tasks]``'s."""
+    alias = config.models.get(model_name)
+    if alias is not None and alias.concurrency is not None:
+        return alias.concurrency
+    return config.tasks.concurrency
+
+
+def engine_name(config: Config, store_url: str | None = None) -> str:
+    """Which engine a runtime uses: ``KERNOS_TASK_ENGINE``, else ``[tasks] engine``, where
+    ``auto`` means ``dbos`` on a Postgres store and ``local`` otherwise."""
+    chosen = os.environ.get(ENGINE_ENV, "").strip().lower() or config.tasks.engine
+    if chosen == "auto":
+        return "dbos" if _postgres(store_url) else "local"
+    if chosen not in ("local", "dbos"):
+        from kernos.runtime import ConfigError
+
+        raise ConfigError(
+            "environment", ENGINE_ENV, f"{chosen!r} is not a task engine", "use local or dbos"
+        )
+    return chosen
+
+
+def _postgres(store_url: str | None) -> bool:
+    url = store_url or os.environ.get("KERNOS_STORE_URL", "")
+    return url.startswith(("postgres://", "postgresql"))
+
+
+def crash_mode(config: Config, store_url: str | None = None) -> str:
+    """``[tasks] on_crash``: ``auto`` is ``resume`` on a Postgres store, ``lost`` otherwise."""
+    mode = config.tasks.on_crash
+    if mode == "auto":
+        return "resume" if _postgres(store_url) else "lost"
+    return mode
+
+
+def make_engine(scheduler: TaskScheduler) -> TaskEngine:
+    name = engine_name(scheduler.config, scheduler.config.store_url)
+    if name == "dbos":
+        from kernos.tasks._dbos import DBOSEngine
+
+        engine: TaskEngine = DBOSEngine(scheduler)
+        return engine
+    return LocalEngine(scheduler)
+
+
+class _Slots:
+    """A per-model concurrency limit with a FIFO queue (``limit == 0``: unbounded)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.active = 0
+        self.waiting: deque[tuple[TaskRecord, asyncio.Future[None]]] = deque()
+
+    def free(self) -> bool:
+        return self.limit == 0 or (self.active < self.limit and not self.waiting)
+
+    def position(self, record: TaskRecord) -> int | None:
+        for index, (waiting, _) in enumerate(self.waiting, start=1):
+            if waiting is record:
+                return index
+        return None
+
+    def reserve(self, record: TaskRecord) -> asyncio.Future[None] | None:
+        """Take a free slot now (``None``) or join the queue (a future resolved with the slot)."""
+        if self.free():
+            self.active += 1
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting.append((record, future))
+        return future
+
+    async def wait(self, record: TaskRecord, future: asyncio.Future[None]) -> None:
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # the slot was handed over just as we were cancelled
+            else:
+                self.waiting = deque(w for w in self.waiting if w[0] is not record)
+            raise
+
+    def release(self) -> None:
+        while self.waiting:
+            _, future = self.waiting.popleft()
+            if not future.done():
+                future.set_result(None)  # hand the slot over; ``active`` stays the same
+                return
+        self.active -= 1
+
+
+class LocalEngine:
+    """Children as asyncio tasks of this process, under per-model slots (the default)."""
+
+    name = "local"
+
+    def __init__(self, scheduler: TaskScheduler) -> None:
+        self.scheduler = scheduler
+        self._slots: dict[str, _Slots] = {}
+
+    def _slots_for(self, model_name: str) -> _Slots:
+        slots = self._slots.get(model_name)
+        if slots is None:
+            slots = self._slots[model_name] = _Slots(model_limit(self.scheduler.config, model_name))
+        return slots
+
+    def child_model(self, model: Model) -> Model:
+        return model
+
+    def queue_position(self, record: TaskRecord) -> int | None:
+        return self._slots_for(record.model_name).position(record)
+
+    def start(self, record: TaskRecord, text: str) -> None:
+        # a free slot is taken now, so the caller already sees the child running
+        queued = self._slots_for(record.model_name).reserve(record)
+        if queued is None:
+            self.scheduler.mark_running(record)
+        elif record.status in SETTLED:
+            self.scheduler._move(record, TaskStatus.PENDING)
+        record.runner = asyncio.get_running_loop().create_task(
+            self._run(record, text, queued), name=f"kernos-task-{record.id}"
+        )
+
+    async def _run(
+        self, record: TaskRecord, text: str, queued: asyncio.Future[None] | None
+    ) -> None:
+        slots = self._slots_for(record.model_name)
+        if queued is not None:
+            try:
+                await slots.wait(record, queued)
+            except asyncio.CancelledError:
+                self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
+                return
+        try:
+            await self.scheduler.run_child(record, text)
+        finally:
+            slots.release()
+
+    async def aclose(self) -> None:
+        return None

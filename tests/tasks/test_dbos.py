@@ -1,0 +1,210 @@
+"""The DBOS task engine on SQLite (issue 11): real DBOS, real ``kernos run`` and ``kernos worker``
+processes, the model a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tasks_helpers import agent_is, last, text_of, user_texts
+
+from kernos.runtime import Runtime, load_config
+from kernos.tasks import TaskManager
+from kernos.testing import FakeOpenAIServer, text, tool_call
+
+KERNOS = str(Path(sys.executable).with_name("kernos"))
+SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+         "run_in_background": True}  # fmt: skip
+
+
+def use_dbos(project: Path, **tasks: Any) -> None:
+    """The project's ``[tasks]`` section (the last of the test config) on the DBOS engine."""
+    lines = ['engine = "dbos"', *(f"{k} = {v}" for k, v in tasks.items())]
+    with (project / "kernos.toml").open("a", encoding="utf-8") as config:
+        config.write("\n".join(lines) + "\n")
+
+
+def env(project: Path, server: FakeOpenAIServer) -> dict[str, str]:
+    environ = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+    environ.pop("KERNOS_TASK_ENGINE", None)
+    return environ
+
+
+def start(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [KERNOS, *args], cwd=project, env=env(project, server),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def row(project: Path, status: str | None = None) -> dict[str, Any] | None:
+    try:
+        with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
+            db.row_factory = sqlite3.Row
+            where, params = ("WHERE status = ?", (status,)) if status else ("", ())
+            found = db.execute(f"SELECT * FROM tasks {where}", params).fetchall()
+    except sqlite3.OperationalError:
+        return None
+    return dict(found[0]) if found else None
+
+
+def wait_row(project: Path, status: str, timeout: float = 90.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = row(project, status)
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no task became {status} within {timeout}s")
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+async def test_a_resubmitted_spawn_runs_once(project: Path, server: FakeOpenAIServer) -> None:
+    """The workflow id is the task id: submitting the same child again returns the recorded
+    outcome and the model is not asked again."""
+    from dbos import DBOS, SetWorkflowID
+
+    from kernos.tasks._dbos import child_workflow, queue_name
+
+    use_dbos(project)
+    server.script(text("the survey", when=agent_is("EXPLORE-AGENT")))
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        assert manager.engine.name == "dbos"
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        resolution = manager.resolve({"prompt": "Survey.", "subagent_type": "explore"}, session)
+        (record,) = manager.spawn(session, resolution, background=True)
+        await manager.wait([record])
+        assert record.status == "completed" and record.final_text == "the survey"
+        asked = len(server.requests)
+        await manager.engine._recorded([record.id])  # type: ignore[attr-defined]
+        with SetWorkflowID(record.id):
+            again = await DBOS.enqueue_workflow_async(
+                queue_name(record.model_name), child_workflow, record.id, "Survey.", 1
+            )
+        assert again.workflow_id == record.id
+        assert await again.get_result() == "completed"
+        assert len(server.requests) == asked  # not run again
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
+@pytest.mark.slow
+def test_a_worker_runs_a_run_s_child_and_the_parent_gets_one_notice(
+    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    use_dbos(project, run_executes="false")
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT")),
+        text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    worker = start(project, server, "worker")
+    procs.append(worker)
+    run = start(project, server, "run", "survey it", "-q")
+    procs.append(run)
+    out, errors = run.communicate(timeout=120)
+    assert run.returncode == 0, errors
+    assert out == "Survey: 3 modules.\n"
+    task = row(project, "completed")
+    assert task is not None
+    # the run did not execute it: the worker did, and the store says so
+    assert task["executor"] == f"{socket.gethostname()}:{worker.pid}"
+    notices = [t for t in user_texts(server, "MAIN-AGENT") if "task completion" in t]
+    assert len(notices) == 1 and notices[0].count(f"id:{task['id']} ") == 1
+    shown = subprocess.run(
+        [KERNOS, "tasks", "show", task["id"]], cwd=project, env=env(project, server),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert f"executor: {socket.gethostname()}:{worker.pid} (dbos engine)" in shown.stdout
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps(
+    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
+    gate = threading.Event()
+
+    def second_request(request: dict[str, Any]) -> bool:
+        return agent_is("EXPLORE-AGENT")(request) and last(request).get("role") == "tool"
+
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        # step 1: the child calls a tool it does not have (the retry is step 2)
+        tool_call("no_such_tool", {}, when=agent_is("EXPLORE-AGENT", "Survey the repository.")),
+        text("The survey found 3 modules.", when=second_request, hold=gate, repeat=True),
+        text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    first = start(project, server, "worker")
+    procs.append(first)
+    run = start(project, server, "run", "survey it", "-q")
+    procs.append(run)
+    deadline = time.monotonic() + 90
+    while not any(second_request(r) for r in server.requests):  # step 2 is in flight on `first`
+        assert time.monotonic() < deadline, "the child never reached its second request"
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    second = start(project, server, "worker")
+    procs.append(second)
+    gate.set()
+    out, errors = run.communicate(timeout=120)
+    assert run.returncode == 0, errors
+    assert out == "Survey: 3 modules.\n"
+    task = row(project, "completed")
+    assert task is not None and task["executor"] == f"{socket.gethostname()}:{second.pid}"
+    firsts = [
+        r for r in server.requests
+        if agent_is("EXPLORE-AGENT")(r) and "Survey the repository." in text_of(last(r))
+    ]  # fmt: skip
+    assert len(firsts) == 1  # the completed step was replayed from its record, not re-sent
+    assert sum(1 for r in server.requests if second_request(r)) == 2  # the in-flight one again
+
+
+@pytest.mark.parametrize("chosen", ["", "lean"])
+def test_a_durable_child_model_keeps_its_session_on_the_pydantic_ai_engine(
+    monkeypatch: pytest.MonkeyPatch, chosen: str
+) -> None:
+    """The lean engine would bypass DurableModel.request (the DBOS step): an openai-chat model
+    wrapped by the DBOS engine runs on pydantic-ai, even with KERNOS_ENGINE=lean."""
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from kernos.runtime import Session
+    from kernos.tasks._dbos import DurableModel
+
+    monkeypatch.setenv("KERNOS_ENGINE", chosen)
+    plain = OpenAIChatModel(
+        "m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k")
+    )
+    assert Session(plain).engine == "lean"
+    assert Session(DurableModel(plain)).engine == "pydantic-ai"
