@@ -10,35 +10,14 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests._agents import CONFIG, SPAWN, agent_is
 from tests.conftest import KERNOS
-
-CONFIG = """
-default_model = "openai-chat:test"
-
-[agents.main]
-instructions = "MAIN-AGENT: you coordinate."
-
-[agents.explore]
-description = "Read-only research"
-instructions = "EXPLORE-AGENT: you research."
-"""
-SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
-         "run_in_background": True}  # fmt: skip
-
-
-def agent_is(marker: str) -> Callable[[dict[str, Any]], bool]:
-    def match(request: dict[str, Any]) -> bool:
-        first = (request.get("messages") or [{}])[0]
-        return marker in str(first.get("content", ""))
-
-    return match
 
 
 @pytest.fixture

@@ -23,29 +23,10 @@ import pytest
 
 from kernos.cli._watch import Row, Usage, build_rows, cells, parse_keys, plain, signature
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests._agents import CONFIG, SPAWN, agent_is
 from tests.conftest import KERNOS
 
-CONFIG = """
-default_model = "openai-chat:test"
-
-[agents.main]
-instructions = "MAIN-AGENT: you coordinate."
-
-[agents.explore]
-description = "Read-only research"
-instructions = "EXPLORE-AGENT: you research."
-"""
-SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
-         "run_in_background": True}  # fmt: skip
 DEADLINE = 60.0
-
-
-def agent_is(marker: str, latest: str = "") -> Callable[[dict[str, Any]], bool]:
-    def match(request: dict[str, Any]) -> bool:
-        messages = request.get("messages") or [{}]
-        return marker in str(messages[0].get("content", "")) and latest in str(messages[-1])
-
-    return match
 
 
 def statuses(home: Path) -> list[str]:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,28 +28,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from kernos.runtime import _trace
 from kernos.runtime._secrets import register_secrets
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests._agents import CONFIG, agent_is
 from tests.conftest import KERNOS
 
-CONFIG = """
-default_model = "openai-chat:test"
-
-[agents.main]
-instructions = "MAIN-AGENT: you coordinate."
-
-[agents.explore]
-description = "Read-only research"
-instructions = "EXPLORE-AGENT: you research."
-"""
-
 SECRET = "sk-kernos-trace-secret-0123456789"
-
-
-def agent_is(marker: str, latest: str = "") -> Callable[[dict[str, Any]], bool]:
-    def match(request: dict[str, Any]) -> bool:
-        messages = request.get("messages") or [{}]
-        return marker in str(messages[0].get("content", "")) and latest in str(messages[-1])
-
-    return match
 
 
 # -- a loopback OTLP/HTTP receiver ----------------------------------------------------------------
