@@ -109,11 +109,13 @@ async def test_concurrency_limit_queues_fifo_and_reports_positions(
     d = manager.find(session, "d")
     assert d is not None and manager.queue_position(d) == 2
     await settle()
-    assert gates.started == ["a", "b"]
+    # a and b are admitted together: which reaches the model first is up to the engine (DBOS
+    # starts the runs one poll dequeues side by side); admission is FIFO, so c goes before d
+    assert sorted(gates.started) == ["a", "b"]
     gates.open("b")
     await settle()
     await asyncio.sleep(0.05)
-    assert gates.started == ["a", "b", "c"]  # FIFO: c before d
+    assert sorted(gates.started[:2]) == ["a", "b"] and gates.started[2:] == ["c"]
     for key in "acd":
         gates.open(key)
     await manager.wait_all()
