@@ -9,15 +9,25 @@ token counts, the writes): once ``n`` turns' CPU exceeds one turn's latency, the
 
     .venv/bin/python bench/compress.py                # 200 files, 50 ms, -n 1 4 16 64
     .venv/bin/python bench/compress.py --agents 16    # one setting
+    .venv/bin/python bench/compress.py --engine lean pydantic-ai --agents 16 64
+
+``--engine function`` (the default) is the in-process ``FunctionModel`` above, which always runs on
+pydantic-ai. ``lean`` and ``pydantic-ai`` put the same script behind a ``FakeOpenAIServer`` in a
+separate process (its ``delay`` the latency) and run an ``openai-chat`` model over HTTP on that
+engine (``KERNOS_ENGINE``), so the measured CPU is kernos's alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -49,7 +59,45 @@ def scripted_agent(latency: float) -> FunctionModel:
     return FunctionModel(answer, model_name="scripted")
 
 
-async def concurrency_run(files: int, agents: int, latency: float) -> tuple[float, float]:
+def _last(request: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = request["messages"][-1]
+    return message
+
+
+def _is_review(request: dict[str, Any]) -> bool:
+    content = _last(request).get("content")
+    if isinstance(content, list):  # content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return _last(request)["role"] == "user" and str(content).startswith("Review of draft")
+
+
+def serve(latency: float) -> None:
+    """The script of :func:`scripted_agent` behind HTTP, until stdin closes."""
+    from kernos.testing import FakeOpenAIServer, text, tool_call
+
+    draft = {"text": "Answer politely. Timeout: default 30s.", "losses": []}
+    server = FakeOpenAIServer(
+        text("Draft submitted.", when=lambda r: _last(r)["role"] == "tool", repeat=True),
+        tool_call("approve", {"verdict": "Stands alone."}, when=_is_review, repeat=True),
+        tool_call("rewrite", draft, repeat=True),
+        delay=latency,
+    )
+    with server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+
+
+def http_model(base_url: str) -> Any:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(base_url=base_url, api_key="bench-key")
+    return OpenAIChatModel("scripted", provider=provider)
+
+
+async def concurrency_run(
+    files: int, agents: int, latency: float, model: Any = None
+) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for i in range(files):
@@ -61,7 +109,7 @@ async def concurrency_run(files: int, agents: int, latency: float) -> tuple[floa
             paths.append(path)
         started, cpu = time.perf_counter(), time.process_time()
         reports = await compress_files(
-            paths, model=scripted_agent(latency), agents=agents, in_place=True
+            paths, model=model or scripted_agent(latency), agents=agents, in_place=True
         )
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert all(r.status is Status.APPROVED for r in reports), "a scripted file was not approved"
@@ -83,19 +131,46 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per model turn")
     parser.add_argument("--agents", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument(
+        "--engine", nargs="+", default=["function"], choices=["function", "lean", "pydantic-ai"]
+    )
+    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve)
+        return
 
     count_o200k("warm up")  # build the vocabulary once, outside the timings
     print(
         f"compress_files: {args.files} files, {TURNS_PER_FILE} model turns each, "
         f"{args.latency * 1000:.0f} ms per turn"
     )
-    print(f"{'-n':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'cpu ms/turn':>12}")
-    for agents in args.agents:
-        wall, cpu = asyncio.run(concurrency_run(args.files, agents, args.latency))
-        ideal = args.files * TURNS_PER_FILE * args.latency / agents
-        per_turn = cpu * 1000 / (args.files * TURNS_PER_FILE)
-        print(f"{agents:>4} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} {per_turn:>12.2f}")
+    print(f"{'engine':<12} {'-n':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'cpu ms/turn':>12}")
+    server = None
+    if set(args.engine) - {"function"}:
+        server = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(args.latency)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+    try:
+        for agents in args.agents:
+            for engine in args.engine:  # interleaved: every engine once per setting
+                model = None
+                if engine != "function":
+                    os.environ["KERNOS_ENGINE"] = engine
+                    model = http_model(base_url)
+                wall, cpu = asyncio.run(concurrency_run(args.files, agents, args.latency, model))
+                ideal = args.files * TURNS_PER_FILE * args.latency / agents
+                per_turn = cpu * 1000 / (args.files * TURNS_PER_FILE)
+                print(
+                    f"{engine:<12} {agents:>4} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} "
+                    f"{per_turn:>12.2f}"
+                )
+    finally:
+        if server is not None:
+            server.communicate("")
 
     sample = (method_text() + "\n" + "压缩是重新编码，而不是删除词语。" * 40 + "\n") * 200
     print(f"\ntoken counting over {len(sample.encode('utf-8')) / 1e6:.1f} MB of mixed text:")
