@@ -22,10 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,10 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _http import http_model, served
 
 from kernos.compress import Status, compress_files, count_bytes, count_o200k, method_text
 
@@ -57,42 +61,6 @@ def scripted_agent(latency: float) -> FunctionModel:
         return ModelResponse(parts=[ToolCallPart("rewrite", draft)])
 
     return FunctionModel(answer, model_name="scripted")
-
-
-def _last(request: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = request["messages"][-1]
-    return message
-
-
-def _is_review(request: dict[str, Any]) -> bool:
-    content = _last(request).get("content")
-    if isinstance(content, list):  # content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return _last(request)["role"] == "user" and str(content).startswith("Review of draft")
-
-
-def serve(latency: float) -> None:
-    """The script of :func:`scripted_agent` behind HTTP, until stdin closes."""
-    from kernos.testing import FakeOpenAIServer, text, tool_call
-
-    draft = {"text": "Answer politely. Timeout: default 30s.", "losses": []}
-    server = FakeOpenAIServer(
-        text("Draft submitted.", when=lambda r: _last(r)["role"] == "tool", repeat=True),
-        tool_call("approve", {"verdict": "Stands alone."}, when=_is_review, repeat=True),
-        tool_call("rewrite", draft, repeat=True),
-        delay=latency,
-    )
-    with server:
-        print(server.base_url, flush=True)
-        sys.stdin.read()
-
-
-def http_model(base_url: str) -> Any:
-    from pydantic_ai.models.openai import OpenAIChatModel
-    from pydantic_ai.providers.openai import OpenAIProvider
-
-    provider = OpenAIProvider(base_url=base_url, api_key="bench-key")
-    return OpenAIChatModel("scripted", provider=provider)
 
 
 async def concurrency_run(
@@ -134,11 +102,7 @@ def main() -> None:
     parser.add_argument(
         "--engine", nargs="+", default=["function"], choices=["function", "lean", "pydantic-ai"]
     )
-    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve is not None:
-        serve(args.serve)
-        return
 
     count_o200k("warm up")  # build the vocabulary once, outside the timings
     print(
@@ -146,15 +110,8 @@ def main() -> None:
         f"{args.latency * 1000:.0f} ms per turn"
     )
     print(f"{'engine':<12} {'-n':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'cpu ms/turn':>12}")
-    server = None
-    if set(args.engine) - {"function"}:
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(args.latency)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
-    try:
+    http = set(args.engine) - {"function"}
+    with served("compress", args.latency) if http else nullcontext("") as base_url:
         for agents in args.agents:
             for engine in args.engine:  # interleaved: every engine once per setting
                 model = None
@@ -168,9 +125,6 @@ def main() -> None:
                     f"{engine:<12} {agents:>4} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} "
                     f"{per_turn:>12.2f}"
                 )
-    finally:
-        if server is not None:
-            server.communicate("")
 
     sample = (method_text() + "\n" + "压缩是重新编码，而不是删除词语。" * 40 + "\n") * 200
     print(f"\ntoken counting over {len(sample.encode('utf-8')) / 1e6:.1f} MB of mixed text:")

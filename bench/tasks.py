@@ -7,7 +7,9 @@
    repeat; validation of the raw arguments is shown for reference only.
 2. Time and peak memory to run 1,000 background children to completion with an instant scripted
    model (pydantic-ai ``FunctionModel``), through the real tool, manager and SQLite store
-   (targets < 10 s, < 300 MB).
+   (targets < 10 s, < 300 MB). ``--engine lean pydantic-ai`` runs it again with an
+   ``openai-chat`` model over HTTP on each engine, the server (answering ``done`` at once) in a
+   process of its own (``bench/_http.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tasks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _http import http_model, served
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tasks_helpers import S1, S2, S3
@@ -88,7 +92,9 @@ async def instant(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     return ModelResponse(parts=[TextPart("done")])
 
 
-async def thousand_children(count: int = 1000, trace: bool = False) -> None:
+async def thousand_children(
+    count: int = 1000, trace: bool = False, model: Any = None, label: str = "FunctionModel"
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         (home / "kernos.toml").write_text(
@@ -96,7 +102,7 @@ async def thousand_children(count: int = 1000, trace: bool = False) -> None:
         )
         os.environ["KERNOS_HOME"] = str(home / ".kernos")
         runtime = Runtime(load_config(cwd=home))
-        model = FunctionModel(instant)
+        model = model or FunctionModel(instant)
         runtime.model = lambda name: model  # type: ignore[method-assign]
         manager = TaskManager(runtime)
         session = runtime.session("main", record_turns=False, instructions="")
@@ -124,7 +130,8 @@ async def thousand_children(count: int = 1000, trace: bool = False) -> None:
         done = sum(1 for r in manager.records.values() if r.status == "completed")
         notices = session.take_queued() or ""
         runtime.close()
-    print(f"2. {count} background children (concurrency {manager.config.tasks.concurrency}/model)")
+    concurrency = manager.config.tasks.concurrency
+    print(f"2. {count} background children ({label}, concurrency {concurrency}/model)")
     woken = notices.count("task completion")
     print(f"   completed: {done}/{count}; completion notices queued: {woken}")
     traced = f"peak traced {peak / 2**20:.1f} MB (tracemalloc on); " if trace else ""
@@ -134,6 +141,17 @@ async def thousand_children(count: int = 1000, trace: bool = False) -> None:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", nargs="+", default=[], choices=["lean", "pydantic-ai"])
+    args = parser.parse_args()
     boundary_overhead()
     asyncio.run(thousand_children())
     asyncio.run(thousand_children(trace=True))
+    if args.engine:
+        with served("done") as base_url:
+            for engine in args.engine:
+                os.environ["KERNOS_ENGINE"] = engine
+                label = f"openai-chat over HTTP, {engine} engine"
+                asyncio.run(thousand_children(model=http_model(base_url), label=label))
