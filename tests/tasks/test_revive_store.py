@@ -152,3 +152,21 @@ async def test_evicted_in_the_same_run_is_rebuilt_too(rt: Runtime, echo: Echo) -
     await manager.wait_all()
     assert record.final_text == "echo Again." and record.residency == Residency.RESIDENT
     await manager.aclose()
+
+
+async def test_a_revived_run_does_not_name_the_executor_of_an_earlier_run(rt: Runtime) -> None:
+    # the earlier run's executor is gone: were the revived (running) row still to name it, a
+    # reaper would take the new run for one of a dead executor and end it lost
+    task_id = await first_run(rt)
+    rt.store.execute("UPDATE tasks SET executor = 'gone-host:1' WHERE id = ?", (task_id,))
+    manager = TaskManager(rt)
+    session = parent(rt, manager)
+    sent = await call(session, "task_send", {"to": "counter", "message": "And the tests?"})
+    assert sent.text == f"Revived {task_id} (run epoch 2)."
+    manager.store.flush()
+    assert manager.store.dead_executors(0) == []
+    await manager.wait_all()
+    record = manager.find(session, "counter")
+    assert record is not None and record.status == TaskStatus.COMPLETED
+    assert manager.store.get(task_id)["executor"] != "gone-host:1"  # type: ignore[index]
+    await manager.aclose()

@@ -370,7 +370,10 @@ class TaskScheduler:
         record.run_epoch += 1
         record.background = True
         record.end_as, record.error, record.final_text = None, None, ""
-        self.store.update(record.id, run_epoch=record.run_epoch, background=1)
+        # a new run has no executor until one takes it: left naming the earlier run's (gone)
+        # executor, the running row would look to a reaper like a crashed one's and end lost
+        record.executor = None
+        self.store.update(record.id, run_epoch=record.run_epoch, background=1, executor=None)
         self.store.event(record.id, "revived", {"epoch": record.run_epoch})
         self._start(record, message)
         return True
