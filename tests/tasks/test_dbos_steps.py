@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 from tasks_helpers import agent_is, last, text_of
 from test_dbos import procs, row, start, use_dbos  # noqa: F401  (procs: the fixture)
@@ -125,6 +127,25 @@ async def test_a_stepped_tool_answers_as_the_tool_does_and_a_replay_does_not_run
     replayed = await call_tool(durable, raw)
     assert replayed == first
     assert len(ran) == 2 * executions  # the replay did not execute it again
+
+
+scalars = st.none() | st.booleans() | st.integers(-20, 20) | st.text(max_size=8)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(raw=json_values | st.builds(lambda n: {"n": n}, json_values) | st.text(max_size=12))
+async def test_any_input_gets_the_plain_tool_s_answer_from_the_stepped_one(raw: Any) -> None:
+    plain = counting_tool("count", [])
+    expected = await call_tool(plain, raw)
+    got = await call_tool(stepped(plain, Recorder()), raw)
+    assert (got.text, got.details, got.is_error) == (
+        expected.text, expected.details, expected.is_error,
+    )  # fmt: skip
 
 
 def test_a_stepped_tool_wraps_the_plain_one_once() -> None:
