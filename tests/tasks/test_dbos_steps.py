@@ -62,16 +62,25 @@ class Count(BaseModel):
     n: int
 
 
-def counting_tool(name: str, ran: list[str], *, slow_check: bool = False) -> ToolSpec[Count]:
-    """A tool that notes each execution in ``ran``; ``n < 0`` is a semantic rejection."""
+def counting_tool(
+    name: str,
+    ran: list[str],
+    *,
+    after: asyncio.Event | None = None,
+    done: asyncio.Event | None = None,
+) -> ToolSpec[Count]:
+    """A tool that notes each execution in ``ran``; ``n < 0`` is a semantic rejection. Its check
+    waits for ``after`` (a sibling call's execution); its execution sets ``done``."""
 
     async def validate(params: Count, ctx: ToolContext) -> ToolError | None:
-        if slow_check:  # its call reaches execute after a sibling started later
-            await asyncio.sleep(0.3)
+        if after is not None:
+            await asyncio.wait_for(after.wait(), timeout=60)
         return ToolError("negative", "n must be 0 or more") if params.n < 0 else None
 
     async def execute(params: Count, ctx: ToolContext) -> ToolResult:
         ran.append(name)
+        if done is not None:
+            done.set()
         if params.n == 13:
             raise RuntimeError("unlucky")
         return ToolResult(f"{name} {params.n}", details={"n": params.n})
@@ -194,14 +203,15 @@ def spawn_with(manager: TaskManager, runtime: Runtime, tools: list[ToolSpec[Any]
 async def test_parallel_tool_calls_are_steps_in_the_model_s_call_order(
     project: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first call's check takes longer, so the second executes first; the step ids still
+    """The first call's check waits until the second call has executed; the step ids still
     follow the order the model called them in (what a replay matches results by)."""
     from dbos import DBOS
 
     monkeypatch.delenv("KERNOS_TASK_ENGINE", raising=False)
     use_dbos(project)
     ran: list[str] = []
-    tools = [counting_tool("slow", ran, slow_check=True), counting_tool("fast", ran)]
+    fast_ran = asyncio.Event()
+    tools = [counting_tool("slow", ran, after=fast_ran), counting_tool("fast", ran, done=fast_ran)]
     child = agent_is("EXPLORE-AGENT", "Survey.")
     server.script(
         tool_calls(("slow", {"n": 1}), ("fast", {"n": 2}), when=child),
