@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, call_tool
 from kernos.runtime import scrub_result
@@ -65,8 +65,6 @@ def tool_result(record: Any) -> ToolResult:
 
 class _Call(BaseModel):
     """The decoded arguments, untouched: the wrapped tool's own pipeline reads them."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     args: Any = None
 
