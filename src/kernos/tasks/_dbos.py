@@ -5,8 +5,15 @@
 - One queue per model, ``kernos.<model>``, with the model's concurrency as its global limit: every
   process on the same system database (``kernos run``, ``kernos worker``) shares it. Polled every
   0.1 s.
-- Model requests are DBOS steps (:class:`DurableModel`): a run resumed after a crash replays the
-  completed requests from their records instead of sending them again.
+- What is a step: each model request of a child (:class:`DurableModel`, its response recorded)
+  and each call of a tool the child was granted or its agent has (:func:`tool_step`, through the
+  wrapper :func:`kernos.tasks._steps.stepped`: the whole boundary call, the text the model reads
+  and its error code included). A run resumed after a crash, here or on another executor, gets
+  each completed step's record back instead of sending the request or running the tool again;
+  only the step that was in flight runs again. The calls of one turn start in the model's order,
+  so their step ids are the same on every replay. Not steps: the task tools of a child that may
+  spawn children of its own (``max_depth`` > 1), whose children are in-memory records of one
+  process; and the task's event log, which a resumed run writes again for the replayed part.
 - The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
   never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
   deleted when the engine closes.
@@ -14,7 +21,7 @@
 DBOS runs workflows on a loop of its own (a background thread); kernos's sessions, tools and store
 live on the scheduler's loop. The workflow body therefore hands the run over to the scheduler's
 loop, together with the workflow's DBOS context, and waits for it there: the child runs exactly as
-under the local engine, and its model steps still belong to the workflow.
+under the local engine, and its model and tool steps still belong to the workflow.
 
 This module imports ``dbos``: it is imported only when the engine is chosen.
 """
@@ -27,7 +34,7 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dbos import DBOS, DBOSConfig, SetWorkflowID, StepOptions
@@ -39,9 +46,11 @@ from pydantic_ai.settings import ModelSettings
 
 from kernos.tasks._engine import crash_mode, model_limit
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
+from kernos.tasks._steps import ToolRecord, stepped
 from kernos.tasks._store import executor_id
 
 if TYPE_CHECKING:
+    from kernos.boundary import ToolSpec
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
 
 log = logging.getLogger("kernos.tasks")
@@ -49,7 +58,7 @@ log = logging.getLogger("kernos.tasks")
 APP_NAME = "kernos"
 #: pinned: DBOS recovers only workflows of the running version; bump it only when the steps of
 #: :func:`child_workflow` change in a way old records cannot replay
-APP_VERSION = "kernos-tasks-1"
+APP_VERSION = "kernos-tasks-2"  # 2: tool calls became steps
 QUEUE_PREFIX = "kernos."
 POLL_SECONDS = 0.1
 _QUEUE_SCAN_SECONDS = 1.1
@@ -224,6 +233,15 @@ class DurableModel(WrapperModel):
         return restored
 
 
+async def tool_step(name: str, call: Callable[[], Coroutine[Any, Any, ToolRecord]]) -> ToolRecord:
+    """One tool call as a DBOS step of the current child workflow (a plain call outside one):
+    run once and recorded, its recorded result on a replay."""
+    if DBOS.workflow_id is None:
+        return await call()
+    options: StepOptions = {"name": f"tool:{name}", "retries_allowed": False}
+    return await DBOS.run_step_async(options, call)
+
+
 # -- the engine ----------------------------------------------------------------------------------
 class DBOSEngine:
     """Children as DBOS workflows on per-model DBOS queues.
@@ -324,6 +342,9 @@ class DBOSEngine:
 
     def child_model(self, model: Model) -> Model:
         return DurableModel(model)
+
+    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
+        return [stepped(spec, tool_step) for spec in tools]
 
     # -- launching --------------------------------------------------------------------------
     def _queues(self) -> dict[str, int | None]:

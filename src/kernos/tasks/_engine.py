@@ -6,8 +6,8 @@ and what runs children. Two engines implement it:
 - :class:`LocalEngine` (the embedded default): per-model slots in this process, each child an
   asyncio task of this process.
 - :class:`kernos.tasks._dbos.DBOSEngine`: each child a DBOS workflow on a per-model DBOS queue
-  whose limit holds across every process sharing the store (``kernos worker``), model requests as
-  durable steps. Chosen by ``[tasks] engine = "dbos"`` or a Postgres store.
+  whose limit holds across every process sharing the store (``kernos worker``), model requests and
+  tool calls as durable steps. Chosen by ``[tasks] engine = "dbos"`` or a Postgres store.
 
 Both keep ``record.runner`` an asyncio task of the scheduler's loop that ends when the child's run
 ended, so waiting and cancelling (``record.runner.cancel()``) are the scheduler's, whatever runs.
@@ -18,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kernos.tasks._state import SETTLED, TaskStatus
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
+    from kernos.boundary import ToolSpec
     from kernos.runtime import Config
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
 
@@ -43,6 +45,9 @@ class TaskEngine(Protocol):
 
     def child_model(self, model: Model) -> Model:
         """The model a child session runs on (the DBOS engine makes its requests steps)."""
+
+    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
+        """The tools a child session gets (the DBOS engine makes each call a step)."""
 
     def queue_position(self, record: TaskRecord) -> int | None:
         """1-based place of a pending child in its model's queue (``None``: not queued)."""
@@ -159,6 +164,9 @@ class LocalEngine:
 
     def child_model(self, model: Model) -> Model:
         return model
+
+    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
+        return list(tools)
 
     def queue_position(self, record: TaskRecord) -> int | None:
         return self._slots_for(record.model_name).position(record)

@@ -245,7 +245,8 @@ class TaskManager(TaskScheduler):
             # know keeps the session on the pydantic-ai engine, which sends every request there
             self.engine.child_model(self.runtime.model(record.model_name)),
             instructions,
-            [offered[name] for name in tools if name in offered],
+            # the DBOS engine makes each tool call a step too: a resumed run does not repeat it
+            self.engine.child_tools([offered[name] for name in tools if name in offered]),
             agent=agent,
             session_id=sid,
             store=self.runtime.store,
