@@ -97,7 +97,7 @@ class _Launch:
     url: str | None = None
     users = 0
     queues: ClassVar[dict[str, int | None]] = {}
-    bridges: ClassVar[list[threading.Event]] = []
+    bridges: ClassVar[list[tuple[threading.Event, threading.Thread]]] = []
 
     @classmethod
     def acquire(cls, url: str, listen: Sequence[str] | None, queues: dict[str, int | None]) -> None:
@@ -137,8 +137,13 @@ class _Launch:
 
     @classmethod
     def _stop(cls) -> None:
-        for stop in cls.bridges:
+        # the bridges first, and waited for: one mid-poll could take a workflow from the queue
+        # after DBOS is gone and start it on DBOS's closed loop ("Event loop is closed"), which
+        # left the workflow claimed by this executor and hung the interpreter's exit
+        for stop, _ in cls.bridges:
             stop.set()
+        for _, thread in cls.bridges:
+            thread.join(timeout=5)
         cls.bridges.clear()
         DBOS.destroy(destroy_registry=False)
         cls.url, cls.users, cls.queues = None, 0, {}
@@ -174,7 +179,7 @@ class _Launch:
         stop = threading.Event()
         worker = threading.Thread(target=queue_worker_thread, args=(stop, dbos, queue), daemon=True)
         worker.start()
-        _Launch.bridges.append(stop)
+        _Launch.bridges.append((stop, worker))
         threading.Timer(_QUEUE_SCAN_SECONDS, stop.set).start()
 
 
