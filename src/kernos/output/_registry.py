@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernos.output._channel import (
     CHANNEL_NAME_FIX,
@@ -16,7 +16,10 @@ from kernos.output._channel import (
     channel_name_problem,
 )
 from kernos.output._hooks import OutputHook
-from kernos.runtime import Config, WorkspacePolicy, register_secrets
+from kernos.runtime import WorkspacePolicy, register_secrets
+
+if TYPE_CHECKING:
+    from kernos.runtime import Config
 
 CHANNEL_GROUP = "kernos.channels"
 HOOK_GROUP = "kernos.output_hooks"
@@ -123,6 +126,44 @@ def build_channels(config: Config) -> dict[str, Channel]:
             name, table, base_dir=config.base_dir, file=config.path, workspace=workspace
         )
         for name, table in config.channels.items()
+    }
+
+
+def read_channels(path: Path | str | None = None, *, cwd: Path | None = None) -> dict[str, Channel]:
+    """The channels ``kernos.toml`` configures, as :func:`build_channels` builds them from
+    :func:`~kernos.runtime.load_config`, for listing them (``kernos channels``).
+
+    When the file has no ``[workspace]`` table and ``[channels]`` is a table of tables (the usual
+    case), only ``[channels]`` is read, without the config models: its ``${ENV}`` references are
+    expanded and each table is built by its kind, as the whole config would; a mistake elsewhere
+    in the file does not stop the listing (``kernos config check`` reports it). Otherwise the
+    whole config is loaded.
+
+    Raises:
+        ConfigError: unreadable TOML, an unset ``${ENV}`` in a channel table, or see
+            :func:`build_channels`.
+    """
+    from kernos.runtime._home import _expand_env, config_file, kernos_home, register_config_urls
+
+    where = cwd or Path.cwd()
+    file, data = config_file(path, cwd=where)
+    tables = data.get("channels", {})
+    if (
+        "workspace" in data
+        or not isinstance(tables, dict)
+        or not all(isinstance(t, dict) for t in tables.values())
+    ):
+        from kernos.runtime import load_config
+
+        return build_channels(load_config(path, cwd=where))
+    tables = _expand_env(tables, file, "channels")
+    register_config_urls({"channels": tables})
+    found = file if file.exists() else None
+    base_dir = file.parent.absolute()
+    workspace = WorkspacePolicy.of_project(base_dir, kernos_home(where), found)
+    return {
+        name: build_channel(name, table, base_dir=base_dir, file=found, workspace=workspace)
+        for name, table in tables.items()
     }
 
 
