@@ -4,9 +4,8 @@ cleaning every text from a model gets once where it enters kernos.
 ``prepare → schema → semantic → execute``; see :func:`call_tool`.
 """
 
+import importlib
 import typing
-
-from kernos import _lazy
 
 if typing.TYPE_CHECKING:
     from kernos.boundary._padding import (
@@ -86,5 +85,19 @@ _EXPORTS = {
     "strip_padding": "_padding",
 }
 
+
+# what kernos._lazy.exports builds for the other packages, written out: the boundary imports
+# nothing of kernos (the import contract in pyproject.toml). Hidden from type checkers, which
+# read the names above, so a misspelt import is still an error.
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+
+    def __getattr__(name: str) -> object:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_EXPORTS})

@@ -15,10 +15,10 @@ from kernos.output._channel import (
     ChannelFactory,
     channel_name_problem,
 )
-from kernos.output._hooks import OutputHook
 from kernos.runtime import WorkspacePolicy, register_secrets
 
 if TYPE_CHECKING:
+    from kernos.output._hooks import OutputHook
     from kernos.runtime import Config
 
 CHANNEL_GROUP = "kernos.channels"
@@ -174,6 +174,8 @@ def load_hooks() -> list[OutputHook]:
     Raises:
         TypeError: an entry point names something else.
     """
+    from kernos.output._hooks import OutputHook  # and the receipt types: channels need neither
+
     hooks: list[OutputHook] = []
     for name, ep in sorted(_entry_points(HOOK_GROUP).items()):
         loaded = ep.load()
