@@ -6,6 +6,7 @@ tasks list`` loads ``kernos.cli.tasks`` only, ``kernos --version`` none of them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
+from typer.models import TyperInfo
 
 from kernos import __version__
 from kernos.cli import _rich_help
@@ -44,48 +46,86 @@ _rich_help.install()  # typer's help panels without rich.markdown and rich.trace
 
 
 class _LazyCommands(MutableMapping[str, "_click.Command"]):
-    """The root group's commands: every name is known, a command is built on first lookup (with
-    the other commands of its module)."""
+    """A group's commands by name: every name is known, each command is built on first lookup."""
 
     def __init__(
         self,
-        modules: Mapping[str, str],
-        load: Callable[[str], dict[str, _click.Command]],
+        builders: Mapping[str, Callable[[], _click.Command]],
         built: Mapping[str, _click.Command],
     ) -> None:
-        self._modules = modules
-        self._load = load
+        self._builders = dict(builders)
         self._built = dict(built)
 
     def __getitem__(self, name: str) -> _click.Command:
-        if name not in self._built and name in self._modules:
-            for loaded, command in self._load(self._modules[name]).items():
-                self._built.setdefault(loaded, command)
+        if name not in self._built:
+            self._built[name] = self._builders[name]()  # KeyError: no such command
         return self._built[name]
 
     def __setitem__(self, name: str, command: _click.Command) -> None:
         self._built[name] = command
 
     def __delitem__(self, name: str) -> None:
+        self._builders.pop(name, None)
         del self._built[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*self._modules, *self._built]))
+        return iter(dict.fromkeys([*self._builders, *self._built]))
 
     def __len__(self) -> int:
-        return len({*self._modules, *self._built})
+        return len({*self._builders, *self._built})
 
 
-def _load_commands(module: str) -> dict[str, _click.Command]:
-    """The click commands ``kernos.cli.<module>`` registers, built with the root app's settings."""
+def _settings() -> dict[str, Any]:
+    """What typer hands from the root app to every command and group it builds."""
+    return {
+        "pretty_exceptions_short": app.pretty_exceptions_short,
+        "rich_markup_mode": app.rich_markup_mode,
+    }
+
+
+@functools.cache
+def _builders(module: str) -> dict[str, Callable[[], _click.Command]]:
+    """How to build each command ``kernos.cli.<module>`` registers: the module is imported now,
+    a command is built (its parameters read) when it is asked for."""
     register = importlib.import_module(f"kernos.cli.{module}").register
-    holder = typer.Typer(
-        rich_markup_mode=app.rich_markup_mode,
-        pretty_exceptions_short=app.pretty_exceptions_short,
-        suggest_commands=app.suggest_commands,
-    )
+    holder = typer.Typer()
     register(holder)
-    return dict(typer.main.get_group(holder).commands)
+    found: dict[str, Callable[[], _click.Command]] = {}
+    for command in holder.registered_commands:
+        assert command.callback is not None, "a command needs a callback"
+        name = command.name or typer.main.get_command_name(command.callback.__name__)
+        found[name] = functools.partial(typer.main.get_command_from_info, command, **_settings())
+    for group in holder.registered_groups:
+        assert isinstance(group.name, str), "kernos names every command group"
+        found[group.name] = functools.partial(_group, group)
+    return found
+
+
+def _group(info: TyperInfo) -> _click.Command:
+    """A command group as typer builds it, its commands built when asked for (``kernos tasks
+    list`` reads the parameters of ``list`` only)."""
+    typer_instance = info.typer_instance
+    assert typer_instance is not None
+    commands = typer_instance.registered_commands
+    # typer builds the group itself (help, callback, options) with no command yet
+    typer_instance.registered_commands = []
+    try:
+        group = typer.main.get_group_from_info(
+            info, suggest_commands=app.suggest_commands, **_settings()
+        )
+    finally:
+        typer_instance.registered_commands = commands
+    builders = {}
+    for command in commands:
+        assert command.callback is not None, "a command needs a callback"
+        name = command.name or typer.main.get_command_name(command.callback.__name__)
+        builders[name] = functools.partial(typer.main.get_command_from_info, command, **_settings())
+    group.commands = _LazyCommands(builders, group.commands)
+    return group
+
+
+def _command(module: str, name: str) -> _click.Command:
+    return _builders(module)[name]()
 
 
 class _KernosGroup(TyperGroup):
@@ -93,7 +133,8 @@ class _KernosGroup(TyperGroup):
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
-        self.commands = _LazyCommands(COMMANDS, _load_commands, self.commands)
+        builders = {name: functools.partial(_command, m, name) for name, m in COMMANDS.items()}
+        self.commands = _LazyCommands(builders, self.commands)
 
     def list_commands(self, ctx: _click.Context) -> list[str]:
         return list(self.commands)
