@@ -127,3 +127,27 @@ def test_the_workspace_without_a_table_is_the_whole_configs(tmp_path: Path) -> N
     assert WorkspacePolicy.of_project(tmp_path, config.home, config.path) == (
         WorkspacePolicy.from_config(config)
     )
+
+
+@pytest.mark.parametrize("build", ["read_channels", "build_channels"])
+def test_the_installed_kinds_are_read_once_per_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build: str
+) -> None:
+    # each read scans every installed distribution (~10 ms): once for all four channels
+    from kernos.output import _registry
+
+    groups: list[str] = []
+    real = _registry.entry_points
+
+    def counted(*, group: str) -> Any:
+        groups.append(group)
+        return real(group=group)
+
+    monkeypatch.setattr(_registry, "entry_points", counted)
+    (tmp_path / "kernos.toml").write_text(textwrap.dedent(CHANNELS), encoding="utf-8")
+    if build == "read_channels":
+        channels = read_channels(cwd=tmp_path)
+    else:
+        channels = build_channels(load_config(cwd=tmp_path))
+    assert len(channels) == 4
+    assert groups == ["kernos.channels"]

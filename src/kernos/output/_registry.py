@@ -53,6 +53,22 @@ def build_channel(
         ConfigError: a bad name, a missing or unknown ``kind``, a key the kind does not accept,
             or ``recipients`` on a kind that names no recipient.
     """
+    return _build_channel(
+        name, table, _entry_points(CHANNEL_GROUP), base_dir=base_dir, file=file, workspace=workspace
+    )
+
+
+def _build_channel(
+    name: str,
+    table: dict[str, Any],
+    kinds: dict[str, EntryPoint],
+    *,
+    base_dir: Path | None = None,
+    file: Path | None = None,
+    workspace: WorkspacePolicy | None = None,
+) -> Channel:
+    """:func:`build_channel` with the installed ``kinds`` read once for all the channels (a scan
+    of every installed distribution: ~10 ms each time)."""
     where = base_dir or Path.cwd()
     setup = ChannelConfig(name, "", {}, where, file, workspace or WorkspacePolicy.default(where))
     problem = channel_name_problem(name)
@@ -64,7 +80,6 @@ def build_channel(
     kind = options.pop("kind", None)
     description = options.pop("description", None)
     recipients = _recipients(setup, options.pop("recipients", None))
-    kinds = _entry_points(CHANNEL_GROUP)
     known = ", ".join(sorted(kinds)) or "(none installed)"
     if not isinstance(kind, str) or not kind.strip():
         raise setup.error("kind", "is missing", f"add kind = one of: {known}")
@@ -121,9 +136,10 @@ def build_channels(config: Config) -> dict[str, Channel]:
             the config file.
     """
     workspace = WorkspacePolicy.from_config(config)
+    kinds = _entry_points(CHANNEL_GROUP) if config.channels else {}
     return {
-        name: build_channel(
-            name, table, base_dir=config.base_dir, file=config.path, workspace=workspace
+        name: _build_channel(
+            name, table, kinds, base_dir=config.base_dir, file=config.path, workspace=workspace
         )
         for name, table in config.channels.items()
     }
@@ -161,8 +177,9 @@ def read_channels(path: Path | str | None = None, *, cwd: Path | None = None) ->
     found = file if file.exists() else None
     base_dir = file.parent.absolute()
     workspace = WorkspacePolicy.of_project(base_dir, kernos_home(where), found)
+    kinds = _entry_points(CHANNEL_GROUP) if tables else {}
     return {
-        name: build_channel(name, table, base_dir=base_dir, file=found, workspace=workspace)
+        name: _build_channel(name, table, kinds, base_dir=base_dir, file=found, workspace=workspace)
         for name, table in tables.items()
     }
 
