@@ -68,6 +68,51 @@ def run_probe(
     return done, set(loaded["modules"]), set(loaded["full"])
 
 
+#: every command module: a command loads its own (``kernos.cli.COMMANDS``), ``--help`` all of them
+COMMAND_MODULES = {
+    f"kernos.cli.{name}"
+    for name in (
+        "run", "demo", "compress", "send", "tools", "mcp", "usage", "worker", "sessions", "tasks",
+        "config",
+    )
+}  # fmt: skip
+
+#: what typer's help panels would load and kernos never shows: markdown help, rich tracebacks
+UNSHOWN_RICH = {"rich.markdown", "rich.syntax", "rich.traceback", "rich.pretty"}
+UNSHOWN_LIBRARIES = {"markdown_it", "pygments", "attr"}
+
+#: what each light command must not load beyond the model stack (issue 13 §1: the cuts that
+#: brought them near the floor of a bare typer app)
+NOT_LOADED = {
+    ("--help",): UNSHOWN_RICH,
+    ("--version",): COMMAND_MODULES | UNSHOWN_RICH | {"kernos.cli._common", "typer.rich_utils"},
+    ("tasks", "list"): (COMMAND_MODULES - {"kernos.cli.tasks"}) | UNSHOWN_RICH,
+    ("channels",): (COMMAND_MODULES - {"kernos.cli.send"})
+    | UNSHOWN_RICH
+    | {
+        "kernos.runtime._config",  # only [channels] is read (read_channels)
+        "kernos.boundary._tool",
+        "kernos.boundary._schema",
+        "kernos.output._kernel",
+        "kernos.output._tools",
+        "kernos.output._receipt",
+        "asyncio",
+        "ssl",
+        "rich.console",  # the table goes to stdout as text
+    },
+}
+
+
+@pytest.mark.parametrize("args", list(NOT_LOADED), ids=" ".join)
+def test_each_light_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    done, modules, full = run_probe(tmp_path, *args)
+    assert done.stdout
+    assert sorted(full & NOT_LOADED[args]) == []
+    assert sorted(modules & UNSHOWN_LIBRARIES) == []
+    assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
+
+
 @pytest.mark.parametrize("flag", ["--help", "--version"])
 def test_help_and_version_load_neither_models_nor_config(tmp_path: Path, flag: str) -> None:
     done, modules = run_light(tmp_path, flag)
@@ -127,7 +172,14 @@ def test_channels_loads_only_the_configured_kind(tmp_path: Path) -> None:
     assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
 
 
-LAZY_PACKAGES = ["kernos.runtime", "kernos.tasks", "kernos.compress", "kernos.output.channels"]
+LAZY_PACKAGES = [
+    "kernos.boundary",
+    "kernos.runtime",
+    "kernos.tasks",
+    "kernos.compress",
+    "kernos.output",
+    "kernos.output.channels",
+]
 
 
 @pytest.mark.parametrize("name", LAZY_PACKAGES)

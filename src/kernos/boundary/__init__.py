@@ -4,28 +4,32 @@ cleaning every text from a model gets once where it enters kernos.
 ``prepare → schema → semantic → execute``; see :func:`call_tool`.
 """
 
-from kernos.boundary._padding import (
-    NULL_WORDS,
-    boolean_flag,
-    identifier,
-    is_blank,
-    is_padding_word,
-    non_blank_text,
-    string_list,
-    strip_padding,
-)
-from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
-from kernos.boundary._text import REPLACEMENT, clean_text, clean_value, nesting_depth
-from kernos.boundary._tool import (
-    MAX_ARGUMENT_DEPTH,
-    ToolContext,
-    ToolError,
-    ToolResult,
-    ToolSpec,
-    call_tool,
-    decode_arguments,
-    schema_error_text,
-)
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from kernos.boundary._padding import (
+        NULL_WORDS,
+        boolean_flag,
+        identifier,
+        is_blank,
+        is_padding_word,
+        non_blank_text,
+        string_list,
+        strip_padding,
+    )
+    from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
+    from kernos.boundary._text import REPLACEMENT, clean_text, clean_value, nesting_depth
+    from kernos.boundary._tool import (
+        MAX_ARGUMENT_DEPTH,
+        ToolContext,
+        ToolError,
+        ToolResult,
+        ToolSpec,
+        call_tool,
+        decode_arguments,
+        schema_error_text,
+    )
 
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
@@ -52,3 +56,48 @@ __all__ = [
     "string_list",
     "strip_padding",
 ]
+
+#: name -> private module, imported on first use: the text and padding helpers load neither
+#: pydantic nor asyncio (``kernos channels`` needs only those)
+_EXPORTS = {
+    "MAX_ARGUMENT_DEPTH": "_tool",
+    "NULL_WORDS": "_padding",
+    "REPLACEMENT": "_text",
+    "SchemaExecute": "_schema",
+    "ToolContext": "_tool",
+    "ToolError": "_tool",
+    "ToolResult": "_tool",
+    "ToolSpec": "_tool",
+    "boolean_flag": "_padding",
+    "call_tool": "_tool",
+    "clean_text": "_text",
+    "clean_value": "_text",
+    "decode_arguments": "_tool",
+    "identifier": "_padding",
+    "is_blank": "_padding",
+    "is_padding_word": "_padding",
+    "nesting_depth": "_text",
+    "non_blank_text": "_padding",
+    "schema_error_text": "_tool",
+    "schema_prepare": "_schema",
+    "schema_tool": "_schema",
+    "string_list": "_padding",
+    "strip_padding": "_padding",
+}
+
+
+# what kernos._lazy.exports builds for the other packages, written out: the boundary imports
+# nothing of kernos (the import contract in pyproject.toml). Hidden from type checkers, which
+# read the names above, so a misspelt import is still an error.
+if not typing.TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_EXPORTS})

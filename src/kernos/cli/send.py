@@ -156,11 +156,10 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
         """List the configured output channels: name, kind, types and description."""
-        from kernos.output import OutputKernel
-        from kernos.runtime import load_config
+        from kernos.output import read_channels  # only [channels]: no config models to build
 
         with config_errors():
-            kernel = OutputKernel.from_config(load_config(config), hooks=())
+            channels = read_channels(config)
         rows: list[dict[str, Any]] = [
             {
                 "name": c.name,
@@ -168,7 +167,7 @@ def register(app: typer.Typer) -> None:
                 "types": list(c.types),
                 "description": c.description.strip(),
             }
-            for c in kernel.channels.values()
+            for c in channels.values()
         ]
         if as_json:
             write_stdout(json.dumps({"channels": rows}, ensure_ascii=False))
@@ -184,7 +183,7 @@ def register(app: typer.Typer) -> None:
                 ", ".join(c.types) or "-",
                 one_line(c.description, 80),
             )
-            for c in kernel.channels.values()
+            for c in channels.values()
         ]
         write_stdout(table(header, body))
         raise typer.Exit(EXIT_OK)

@@ -5,46 +5,52 @@ One call sends one message (``payload`` a string: answered ``ok``) or several of
 the receipt names each failed item and the channel's reason. See spec/output.md.
 """
 
-from kernos.output._channel import (
-    SEND_PREFIX,
-    Channel,
-    ChannelConfig,
-    ChannelError,
-    ChannelFactory,
-    Delivery,
-    InboundMessage,
-    OutputContext,
-    SendStatus,
-)
-from kernos.output._hooks import OutputHook
-from kernos.output._kernel import (
-    OutputBlocked,
-    OutputKernel,
-    backfill_meta,
-    is_allowed,
-)
-from kernos.output._parse import (
-    DEFAULT_MAX_ITEMS,
-    OutputArgumentError,
-    OutputItem,
-    parse_output_items,
-)
-from kernos.output._receipt import ItemOutcome, OutputReceipt, render_receipt
-from kernos.output._registry import (
-    CHANNEL_GROUP,
-    HOOK_GROUP,
-    build_channel,
-    build_channels,
-    channel_kinds,
-    load_hooks,
-)
-from kernos.output._tools import (
-    LIST_TOOL,
-    OutputToolset,
-    channel_line,
-    output_tools,
-    send_schema,
-)
+import typing
+
+from kernos import _lazy
+
+if typing.TYPE_CHECKING:
+    from kernos.output._channel import (
+        SEND_PREFIX,
+        Channel,
+        ChannelConfig,
+        ChannelError,
+        ChannelFactory,
+        Delivery,
+        InboundMessage,
+        OutputContext,
+        SendStatus,
+    )
+    from kernos.output._hooks import OutputHook
+    from kernos.output._kernel import (
+        OutputBlocked,
+        OutputKernel,
+        backfill_meta,
+        is_allowed,
+    )
+    from kernos.output._parse import (
+        DEFAULT_MAX_ITEMS,
+        OutputArgumentError,
+        OutputItem,
+        parse_output_items,
+    )
+    from kernos.output._receipt import ItemOutcome, OutputReceipt, render_receipt
+    from kernos.output._registry import (
+        CHANNEL_GROUP,
+        HOOK_GROUP,
+        build_channel,
+        build_channels,
+        channel_kinds,
+        load_hooks,
+        read_channels,
+    )
+    from kernos.output._tools import (
+        LIST_TOOL,
+        OutputToolset,
+        channel_line,
+        output_tools,
+        send_schema,
+    )
 
 __all__ = [
     "CHANNEL_GROUP",
@@ -77,6 +83,48 @@ __all__ = [
     "load_hooks",
     "output_tools",
     "parse_output_items",
+    "read_channels",
     "render_receipt",
     "send_schema",
 ]
+
+#: name -> private module, imported on first use: ``kernos channels`` builds channels without
+#: the tool machinery (the boundary's pipeline, pydantic models, asyncio)
+_EXPORTS = {
+    "CHANNEL_GROUP": "_registry",
+    "Channel": "_channel",
+    "ChannelConfig": "_channel",
+    "ChannelError": "_channel",
+    "ChannelFactory": "_channel",
+    "DEFAULT_MAX_ITEMS": "_parse",
+    "Delivery": "_channel",
+    "HOOK_GROUP": "_registry",
+    "InboundMessage": "_channel",
+    "ItemOutcome": "_receipt",
+    "LIST_TOOL": "_tools",
+    "OutputArgumentError": "_parse",
+    "OutputBlocked": "_kernel",
+    "OutputContext": "_channel",
+    "OutputHook": "_hooks",
+    "OutputItem": "_parse",
+    "OutputKernel": "_kernel",
+    "OutputReceipt": "_receipt",
+    "OutputToolset": "_tools",
+    "SEND_PREFIX": "_channel",
+    "SendStatus": "_channel",
+    "backfill_meta": "_kernel",
+    "build_channel": "_registry",
+    "build_channels": "_registry",
+    "channel_kinds": "_registry",
+    "channel_line": "_tools",
+    "is_allowed": "_kernel",
+    "load_hooks": "_registry",
+    "output_tools": "_tools",
+    "parse_output_items": "_parse",
+    "read_channels": "_registry",
+    "render_receipt": "_receipt",
+    "send_schema": "_tools",
+}
+
+if not typing.TYPE_CHECKING:
+    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)

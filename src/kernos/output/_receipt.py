@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kernos.boundary import ToolResult
 from kernos.output._channel import SendStatus
+
+if TYPE_CHECKING:
+    from kernos.boundary import ToolResult
 
 RESEND_LINE = "Resend only the failed items."
 
@@ -94,6 +96,8 @@ class OutputReceipt:
 
     def to_tool_result(self) -> ToolResult:
         """The tool result: the text, with the code (rejections) or per-item outcomes in details."""
+        from kernos.boundary import ToolResult  # the tool pipeline: `kernos channels` needs none
+
         if self.rejected:
             return ToolResult(
                 self.text,

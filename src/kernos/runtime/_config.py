@@ -26,10 +26,16 @@ from kernos.runtime._budget import (
 
 # defined in _errors (light: the store raises it without building these models); kept here too
 from kernos.runtime._errors import ConfigError as ConfigError
-from kernos.runtime._home import _read_text, config_file
+from kernos.runtime._home import (
+    _ENV_REF,
+    _expand_env,
+    _read_text,
+    config_file,
+    register_config_urls,
+)
 from kernos.runtime._home import kernos_home as kernos_home
 from kernos.runtime._home import project_root as project_root
-from kernos.runtime._secrets import register_secrets, register_url_secrets
+from kernos.runtime._secrets import register_secrets
 
 
 class NoModelError(ConfigError):
@@ -326,33 +332,6 @@ class Config(_Strict):
         return pick_budget(None, self.agents.get(name))
 
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _expand_env(value: Any, file: Path | None, key: str) -> Any:
-    if isinstance(value, str):
-
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
-            found = os.environ.get(name)
-            if found is None:
-                raise ConfigError(
-                    file,
-                    key,
-                    f"environment variable {name} is not set",
-                    f"export {name}=... or remove the ${{{name}}} reference",
-                )
-            register_secrets(found)  # every expanded value is a secret the scrubber knows
-            return found
-
-        return _ENV_REF.sub(replace, value)
-    if isinstance(value, dict):
-        return {k: _expand_env(v, file, f"{key}.{k}" if key else k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand_env(v, file, f"{key}[{i}]") for i, v in enumerate(value)]
-    return value
-
-
 def _strip_env(value: Any) -> Any:
     if isinstance(value, str):
         return _ENV_REF.sub("", value)
@@ -385,27 +364,6 @@ def _expand_env_lazily(
             problems[alias] = exc
             expanded[alias] = _strip_env(table)
     return {**rest, "models": expanded}, problems
-
-
-_URL_KEYS = ("url", "urls", "base_url")
-
-
-def register_config_urls(data: Any) -> None:
-    """Register the path/query tokens of every configured URL (``url``, ``urls``, ``base_url``
-    in ``[channels.*]`` and ``[models.*]``) with the scrubber."""
-    if not isinstance(data, dict):
-        return
-    for section in ("channels", "models"):
-        tables = data.get(section)
-        if not isinstance(tables, dict):
-            continue
-        for table in tables.values():
-            if not isinstance(table, dict):
-                continue
-            for key in _URL_KEYS:
-                value = table.get(key)
-                values = value if isinstance(value, list) else [value]
-                register_url_secrets(*(v for v in values if isinstance(v, str)))
 
 
 def _validation_problem(file: Path | None, prefix: str, issue: Any) -> ConfigError:

@@ -1,17 +1,20 @@
 """Where a project's state and config are: the project root, the kernos home, the config file.
 
 Light on purpose (no pydantic): the commands that only read the store (``kernos tasks``) find
-it, and check that ``kernos.toml`` is readable, without building the config models.
+it, and check that ``kernos.toml`` is readable, without building the config models; ``kernos
+channels`` expands the ``${ENV}`` references of its tables with the same rule as the whole config.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from kernos.runtime._errors import ConfigError
+from kernos.runtime._secrets import register_secrets, register_url_secrets
 
 
 def project_root(cwd: Path | None = None) -> Path:
@@ -73,3 +76,51 @@ def config_file(
         return file, tomllib.loads(_read_text(file))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax") from None
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_env(value: Any, file: Path | None, key: str) -> Any:
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            found = os.environ.get(name)
+            if found is None:
+                raise ConfigError(
+                    file,
+                    key,
+                    f"environment variable {name} is not set",
+                    f"export {name}=... or remove the ${{{name}}} reference",
+                )
+            register_secrets(found)  # every expanded value is a secret the scrubber knows
+            return found
+
+        return _ENV_REF.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: _expand_env(v, file, f"{key}.{k}" if key else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, file, f"{key}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+_URL_KEYS = ("url", "urls", "base_url")
+
+
+def register_config_urls(data: Any) -> None:
+    """Register the path/query tokens of every configured URL (``url``, ``urls``, ``base_url``
+    in ``[channels.*]`` and ``[models.*]``) with the scrubber."""
+    if not isinstance(data, dict):
+        return
+    for section in ("channels", "models"):
+        tables = data.get(section)
+        if not isinstance(tables, dict):
+            continue
+        for table in tables.values():
+            if not isinstance(table, dict):
+                continue
+            for key in _URL_KEYS:
+                value = table.get(key)
+                values = value if isinstance(value, list) else [value]
+                register_url_secrets(*(v for v in values if isinstance(v, str)))

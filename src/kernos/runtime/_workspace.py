@@ -16,11 +16,17 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from kernos.runtime._config import Config, ConfigError, kernos_home, project_root
+from kernos.runtime._errors import ConfigError
+from kernos.runtime._home import kernos_home, project_root
+
+if TYPE_CHECKING:
+    from kernos.runtime._config import Config
 
 #: ``[workspace] max_attachment_bytes`` when not set: 25 MB.
 DEFAULT_MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024
@@ -134,24 +140,49 @@ class WorkspacePolicy:
             ConfigError: a root is not an existing directory.
         """
         settings = config.workspace
-        roots: list[Path] = []
-        for number, raw in enumerate(settings.roots, 1):
+        return cls.of_project(
+            config.base_dir,
+            config.home,
+            config.path,
+            settings.roots,
+            allow_hidden=settings.allow_hidden,
+            max_attachment_bytes=settings.max_attachment_bytes,
+        )
+
+    @classmethod
+    def of_project(
+        cls,
+        base_dir: Path,
+        home: Path,
+        file: Path | None,
+        roots: Sequence[str] = (".",),
+        *,
+        allow_hidden: bool = False,
+        max_attachment_bytes: int = DEFAULT_MAX_ATTACHMENT_BYTES,
+    ) -> WorkspacePolicy:
+        """The policy of a project whose config file is ``file`` (None: there is none) in
+        ``base_dir``; the defaults are those of an absent ``[workspace]`` table (what
+        ``kernos channels`` builds without the config models).
+
+        Raises:
+            ConfigError: a root is not an existing directory.
+        """
+        found: list[Path] = []
+        for number, raw in enumerate(roots, 1):
             root = Path(raw).expanduser()
-            root = root if root.is_absolute() else config.base_dir / root
+            root = root if root.is_absolute() else base_dir / root
             if not root.is_dir():
                 raise ConfigError(
-                    config.path,
+                    file,
                     "workspace.roots",
                     f"entry {number} ({raw!r}) is not an existing directory",
                     "name a directory that exists, or remove it",
                 )
-            roots.append(root)
-        denied = [config.home, config.base_dir / "kernos.toml"]
-        if config.path is not None:
-            denied.append(config.path)
-        return cls(
-            tuple(roots), tuple(denied), settings.allow_hidden, settings.max_attachment_bytes
-        )
+            found.append(root)
+        denied = [home, base_dir / "kernos.toml"]
+        if file is not None:
+            denied.append(file)
+        return cls(tuple(found), tuple(denied), allow_hidden, max_attachment_bytes)
 
     # -- paths -----------------------------------------------------------------------------
     def _refused(self, what: str, shown: str, problem: str) -> WorkspaceRefused:

@@ -6,7 +6,6 @@ and URLs a model names are not opened here: every kind asks its ``ChannelConfig.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,8 @@ from kernos.output._parse import OutputItem
 from kernos.runtime import scrub_text
 
 if TYPE_CHECKING:
+    import asyncio
+
     import httpx2
 
 
@@ -64,6 +65,8 @@ class HttpClient:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _open(self) -> httpx2.AsyncClient:
+        import asyncio  # a kind that posts runs in a loop; `kernos channels` starts none
+
         import httpx2  # ~0.1 s: `kernos channels` and the file kind never need it
 
         loop = asyncio.get_running_loop()
