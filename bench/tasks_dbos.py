@@ -1,4 +1,5 @@
-"""Benchmark of the task engines (not a test): ``.venv/bin/python bench/tasks_dbos.py [--quick]``.
+"""Benchmark of the task engines (not a test): ``.venv/bin/python bench/tasks_dbos.py [--quick]``
+(``--part N``, repeatable: only those parts).
 
 1. Start-up: what ``import dbos`` and a DBOS launch on SQLite add to a process.
 2. In one process: N background children through the real ``task`` tool, manager and store, on the
@@ -113,6 +114,9 @@ def run_in_process(engine: str, count: int, delay: float, concurrency: int) -> N
 
 
 def workers_on_postgres(workers: int, count: int, delay: float, concurrency: int) -> float:
+    import psutil
+    import psycopg
+
     from _postgres import PostgresServer, create_database
     from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -160,25 +164,65 @@ def workers_on_postgres(workers: int, count: int, delay: float, concurrency: int
             env = {**os.environ, **server.env(), "KERNOS_HOME": str(home / ".kernos"),
                    "KERNOS_STORE_URL": url}  # fmt: skip
             procs = [
-                subprocess.Popen([KERNOS, "worker"], cwd=home, env=env, stderr=subprocess.PIPE)
+                subprocess.Popen(
+                    [KERNOS, "worker"], cwd=home, env=env, stderr=subprocess.PIPE, text=True
+                )
                 for _ in range(workers)
             ]
-            time.sleep(3)  # the workers are up (their launch is not what is measured)
-            started = time.perf_counter()
-            run = subprocess.run(
-                [KERNOS, "run", "go", "-q"], cwd=home, env=env, capture_output=True, text=True
-            )
+            for proc in procs:  # each is up (its launch is not what is measured)
+                _ready(proc)
+            idle = [psutil.Process(p.pid) for p in procs]
+            before = [_cpu(p) for p in idle]
+            reaped = _children_cpu()  # the workers still run: only the run is reaped below
+            started, wall = time.perf_counter(), time.time()
+            run = subprocess.Popen(
+                [KERNOS, "run", "go", "-q"], cwd=home, env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            _, errors = run.communicate()
             elapsed = time.perf_counter() - started
+            used = [_cpu(p) - b for p, b in zip(idle, before, strict=True)]
+            run_cpu = _children_cpu() - reaped
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.communicate(timeout=60)
-            assert run.returncode == 0, run.stderr
+            assert run.returncode == 0, errors
+        with psycopg.connect(url) as db:
+            ((first, spawned, last),) = db.execute(
+                "SELECT MIN(created_at), MAX(created_at), MAX(finished_at) FROM tasks"
+            ).fetchall()
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     print(f"   DBOS/PG {workers} worker(s) {count:>4} × {delay * 1000:.0f} ms  "
           f"c={concurrency:<3} {elapsed:7.2f} s  peak in flight {peak[0]}  "
           f"peak child RSS {rss / 1024:.0f} MB")  # fmt: skip
+    print(f"      run start-up {first - wall:.2f} s, spawning {spawned - first:.2f} s, "
+          f"children {last - first:.2f} s (first spawned → last finished), "
+          f"end {wall + elapsed - last:.2f} s; CPU: run {run_cpu:.1f} s, "
+          f"workers {' + '.join(f'{u:.1f}' for u in used)} s")  # fmt: skip
     return elapsed
+
+
+def _ready(proc: subprocess.Popen[str]) -> None:
+    """Wait for a worker's "executing" line, then keep its stderr drained."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "executing" in line:
+            break
+    else:
+        raise RuntimeError(f"a worker ended before it was ready (exit {proc.wait()})")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+
+
+def _cpu(process: Any) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of every child process ended and waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _leave(inflight: list[int], lock: threading.Lock) -> None:
@@ -197,16 +241,27 @@ def _turn(request: dict[str, Any]) -> int:
     return sum(1 for m in request.get("messages", []) if m.get("role") == "tool")
 
 
+def _parts(argv: list[str]) -> set[str]:
+    """``--part N`` (repeatable): run only those parts; default all three."""
+    chosen = {argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--part"}
+    chosen |= {arg.split("=", 1)[1] for arg in argv if arg.startswith("--part=")}
+    return chosen or {"1", "2", "3"}
+
+
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
-    startup()
-    print("2. in one process (DBOS on SQLite, its queue polled every 0.1 s)")
-    n = 200 if quick else 1000
-    for engine in ("local", "dbos"):
-        run_in_process(engine, n, 0.0, 5)
-    for engine in ("local", "dbos"):
-        run_in_process(engine, 200, 0.2, 60)
-    print("3. DBOS on PostgreSQL: one kernos run, children on kernos worker processes")
-    one = workers_on_postgres(1, 200, 0.2, 60)
-    three = workers_on_postgres(3, 200, 0.2, 60)
-    print(f"   3 workers / 1 worker: {three / one:.2f}× (target ≤ 0.5×)")
+    parts = _parts(sys.argv)
+    if "1" in parts:
+        startup()
+    if "2" in parts:
+        print("2. in one process (DBOS on SQLite, its queue polled every 0.1 s)")
+        n = 200 if quick else 1000
+        for engine in ("local", "dbos"):
+            run_in_process(engine, n, 0.0, 5)
+        for engine in ("local", "dbos"):
+            run_in_process(engine, 200, 0.2, 60)
+    if "3" in parts:
+        print("3. DBOS on PostgreSQL: one kernos run, children on kernos worker processes")
+        one = workers_on_postgres(1, 200, 0.2, 60)
+        three = workers_on_postgres(3, 200, 0.2, 60)
+        print(f"   3 workers / 1 worker: {three / one:.2f}× (target ≤ 0.5×)")

@@ -11,6 +11,9 @@ differs sits in one of the two dialect objects below, so :class:`kernos.runtime.
   KEY`` → an identity column (both assign it when an INSERT leaves it out);
 - the one-writer lock: ``BEGIN IMMEDIATE`` → ``BEGIN`` plus a transaction-scoped advisory lock
   (one fixed key), so writers, migrations and event numbering serialize the same way;
+- a batch of buffered writes: on PostgreSQL the lock and every write go to the server as one
+  multi-statement query (bound by psycopg's client-side binding) between ``BEGIN`` and
+  ``COMMIT``, so the lock is held across one round trip to this process, not one per statement;
 - a write that cannot be stored: SQLite undoes just that statement (statement-level ABORT);
   PostgreSQL aborts the transaction, so the batch is redone with one savepoint per statement;
 - waiting for the lock: ``busy_timeout`` → ``lock_timeout``;
@@ -196,6 +199,23 @@ class SqliteDialect:
                 dropped.append((sql, exc))
         return dropped
 
+    def commit_batch(self, conn: Any, writes: Sequence[Write]) -> list[tuple[str, BaseException]]:
+        """Commit ``writes`` in one write transaction; returns ``(sql, error)`` for each one
+        dropped (see :meth:`apply`).
+
+        Raises:
+            sqlite3.Error: the transaction failed (the store is locked, closed or full); nothing
+                of it is stored.
+        """
+        self.begin(conn)
+        try:
+            dropped = self.apply(conn, writes)
+            conn.execute("COMMIT")
+        except BaseException:
+            self.rollback(conn)
+            raise
+        return dropped
+
     _BUSY = ("database is locked", "database table is locked", "database is busy")
 
     def is_busy(self, exc: BaseException) -> bool:
@@ -242,6 +262,17 @@ def _execute_clean(
             conn.execute(sql, convert([_encodable(p, nul) for p in params]))
         else:
             raise
+
+
+def _bound(cursor: Any, sql: str, params: tuple[Any, ...]) -> str:
+    """``sql`` with ``params`` bound as literals (psycopg's quoting); text PostgreSQL cannot hold
+    (a lone surrogate, a NUL) bound cleaned (U+FFFD), as :func:`_execute_clean` stores it."""
+    try:
+        return str(cursor.mogrify(sql, params))
+    except Exception as exc:  # raised while quoting, before anything reaches the database
+        if isinstance(exc, UnicodeEncodeError) or "cannot contain NUL" in str(exc):
+            return str(cursor.mogrify(sql, tuple(_encodable(p, True) for p in params)))
+        raise
 
 
 _PG_TYPES = re.compile(
@@ -352,6 +383,44 @@ class PostgresDialect:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
         return {row[0] for row in rows}
+
+    def commit_batch(self, conn: Any, writes: Sequence[Write]) -> list[tuple[str, BaseException]]:
+        """Commit ``writes`` in one write transaction; returns ``(sql, error)`` for each one
+        dropped.
+
+        The common case is three round trips: ``BEGIN``; the writer's lock and every write,
+        bound here (psycopg's client-side binding), as one multi-statement query; ``COMMIT``. So
+        the lock is held across one round trip to this process, not one per statement: a
+        process whose GIL sixty children share answers each round trip late, and every writer
+        of the database waits for the lock meanwhile. When a write cannot be stored, the
+        transaction is rolled back (nothing of it stays) and the batch is redone statement by
+        statement (:meth:`apply`), dropping just the ones that fail.
+
+        Raises:
+            psycopg.Error: the transaction failed (the lock timed out, the server went away);
+                nothing of it is stored.
+        """
+        literal = self.psycopg.ClientCursor(conn)
+        try:
+            script = [f"SELECT pg_advisory_xact_lock({ADVISORY_KEY})"]
+            script += [_bound(literal, self.sql(sql), self.params(p)) for sql, p in writes]
+            conn.execute("BEGIN")
+            conn.execute(";\n".join(script))
+            conn.execute("COMMIT")
+            return []
+        except self.write_errors:
+            self.rollback(conn)
+        except BaseException:
+            self.rollback(conn)
+            raise
+        self.begin(conn)
+        try:
+            dropped = self.apply(conn, writes)
+            conn.execute("COMMIT")
+        except BaseException:
+            self.rollback(conn)
+            raise
+        return dropped
 
     def apply(self, conn: Any, writes: Sequence[Write]) -> list[tuple[str, BaseException]]:
         """Run ``writes`` in the open transaction; returns ``(sql, error)`` for each one dropped.

@@ -390,6 +390,22 @@ class Store:
             cursor = self._connection().execute(dialect.sql(sql), dialect.params(params))
             return dialect.lastrowid(cursor)
 
+    def write_now(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one write statement now, after every buffered write, as a transaction of its own;
+        returns the rows of its ``RETURNING`` clause (``[]`` without one).
+
+        It does not take the writer's lock: one statement is atomic on both databases, and a
+        conditional ``UPDATE … WHERE`` is decided on the row it changes (SQLite writes one
+        statement at a time; PostgreSQL makes a second writer of the row wait for the first and
+        then checks the ``WHERE`` again on the row the first left). So a claim made this way is
+        won exactly once, and it never waits for the batches of the database's other writers.
+        """
+        self.flush()
+        with self._lock, self._translated():
+            dialect = self._dialect
+            cursor = self._connection().execute(dialect.sql(sql), dialect.params(params))
+            return list(cursor) if cursor.description else []
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows by position, by column name and as ``dict(row)``."""
         with self._lock, self._translated():
@@ -510,8 +526,8 @@ class Store:
             if not count:
                 return
             writes = [write for batch in list(self._batches)[:count] for write in batch]
-            with self._translated(), self.transaction() as conn:
-                dropped = self._dialect.apply(conn.conn, writes)
+            with self._translated(), self._lock:
+                dropped = self._dialect.commit_batch(self._connection(), writes)
             for _ in range(count):
                 self._batches.popleft()
             for sql, exc in dropped:

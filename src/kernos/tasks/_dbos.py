@@ -71,6 +71,9 @@ Admission = tuple[ContextItems, "asyncio.Future[str]"] | None
 RemoteRun = Callable[[str, str, int, ContextItems], Awaitable[str]]
 #: how often the store is read for children other processes run, and heartbeats' reaper
 FOLLOW_SECONDS = 0.25
+#: a followed child's end: its row and whether this process claimed its notice (``None``: the
+#: row is gone)
+Ended = tuple[dict[str, Any], bool] | None
 
 
 def queue_name(model_name: str) -> str:
@@ -293,6 +296,12 @@ class DBOSEngine:
         self._admissions: dict[str, asyncio.Future[Admission]] = {}
         self._order: list[TaskRecord] = []  # pending beyond the limit, in spawn order
         self._live: set[TaskRecord] = set()  # started and not yet ended
+        #: children other processes run, by task id: the record, and once its run ended, its
+        #: row and whether this process claimed its notice
+        self._followed: dict[str, tuple[TaskRecord, asyncio.Future[Ended]]] = {}
+        #: children handed to this process to run, waiting for the next take (by task id)
+        self._to_take: dict[str, list[asyncio.Future[dict[str, Any] | None]]] = {}
+        self._taker: asyncio.Task[None] | None = None
         self._finished: list[str] = []
 
     # -- the port ---------------------------------------------------------------------------
@@ -412,6 +421,9 @@ class DBOSEngine:
         self._admissions[wf_id] = admitted
         try:
             try:
+                # the row first: a worker handed the workflow rebuilds the child from it (not
+                # committed yet, it would find nothing to take and the child would never run)
+                await self.scheduler.store.store.flushed()
                 await self.ready(record.model_name, enqueue=(wf_id, record, text))
                 admission = await admitted
                 if admission is None:  # another process took it: follow it in the store
@@ -451,65 +463,114 @@ class DBOSEngine:
 
     # -- children other processes run ------------------------------------------------------
     async def _watch(self) -> None:
-        """Resolve the admission of every queued child another process has taken."""
+        """Every ``FOLLOW_SECONDS``, one read of the store for all the children this process
+        waits on: resolve the admission of each queued child another process has taken, and
+        mirror each child another process runs (:meth:`_follow`) until its run ends."""
         store = self.scheduler.store
         while True:
             await asyncio.sleep(FOLLOW_SECONDS)
             waiting = {wf: fut for wf, fut in self._admissions.items() if not fut.done()}
-            if not waiting:
+            followed = {i: f for i, f in self._followed.items() if not f[1].done()}
+            if not waiting and not followed:
                 continue
             by_task = {wf.partition(".")[0]: wf for wf in waiting}
-            marks = ", ".join("?" for _ in by_task)
             try:
-                rows = await asyncio.to_thread(
-                    store.store.query,
-                    f"SELECT id, executor, status FROM tasks WHERE id IN ({marks})",
-                    list(by_task),
-                )
+                rows = await asyncio.to_thread(store.rows, [*by_task, *followed])
             except Exception as exc:
                 log.warning("tasks: could not read queued children: %s", exc)
                 continue
-            for row in rows:
+            for task_id, wf in by_task.items():
+                row = rows.get(task_id)
+                if row is None:
+                    continue
                 elsewhere = row["executor"] and row["executor"] != self.executor
                 if elsewhere or row["status"] not in {str(s) for s in ACTIVE}:
-                    future = waiting.get(by_task[row["id"]])
-                    if future is not None and not future.done():
+                    future = waiting[wf]
+                    if not future.done():
                         future.set_result(None)
+            ended = [
+                (record, future, rows.get(task_id))
+                for task_id, (record, future) in followed.items()
+                if self._mirror(record, future, rows.get(task_id))
+            ]
+            if ended:
+                await self._ended(ended)
+
+    def _mirror(
+        self,
+        record: TaskRecord,
+        ended: asyncio.Future[Ended],
+        row: dict[str, Any] | None,
+    ) -> bool:
+        """Bring a followed child's record up to its row; ``True`` once its run ended."""
+        if ended.done():
+            return False
+        if row is None:
+            ended.set_result(None)  # the row is gone
+            return False
+        record.executor = row["executor"]
+        try:
+            status = TaskStatus(row["status"])
+        except ValueError as exc:  # a status this version does not know: the follower fails
+            ended.set_exception(exc)
+            return False
+        if status == TaskStatus.RUNNING and record.status != TaskStatus.RUNNING:
+            record.status, record.started_at = status, row["started_at"]
+            self.scheduler._wake()
+        return status in SETTLED or status in FINAL
+
+    async def _ended(
+        self, ended: list[tuple[TaskRecord, asyncio.Future[Ended], dict[str, Any] | None]]
+    ) -> None:
+        """Claim the notices of followed children whose runs ended (one claim for all), then
+        hand each follower its row: claimed before the record shows the end, so no one sees
+        a child ended while its notice is not in the outbox yet (the parent would stop)."""
+        runs = [
+            (record.id, record.run_epoch)
+            for record, _, row in ended
+            if row is not None and record.background and record.end_as is None
+            and TaskStatus(row["status"]) in NOTIFY
+        ]  # fmt: skip
+        try:
+            claimed = await asyncio.to_thread(self.scheduler.store.claim_notices, runs)
+        except Exception as exc:  # the next tick claims them again
+            log.warning("tasks: could not claim completion notices: %s", exc)
+            return
+        for record, future, row in ended:
+            if not future.done() and row is not None:
+                future.set_result((row, record.id in claimed))
 
     async def _follow(self, record: TaskRecord) -> None:
-        """Mirror a child another process runs until its run ends; notice the parent once."""
-        store = self.scheduler.store
-        while True:
-            row = await asyncio.to_thread(store.get, record.id)
-            if row is None:
-                return
-            record.executor = row["executor"]
-            status = TaskStatus(row["status"])
-            if status == TaskStatus.RUNNING and record.status != TaskStatus.RUNNING:
-                record.status, record.started_at = status, row["started_at"]
-                self.scheduler._wake()
-            if status in SETTLED or status in FINAL:
-                break
-            await asyncio.sleep(FOLLOW_SECONDS)
+        """Mirror a child another process runs until its run ends; notice the parent once.
+
+        The store is read by :meth:`_watch`, once per tick for every followed child (a run
+        following hundreds of children on workers asks one query, not hundreds)."""
+        assert self.loop is not None
+        ended: asyncio.Future[Ended] = self.loop.create_future()
+        self._followed[record.id] = (record, ended)
+        try:
+            outcome = await ended
+        finally:
+            if record.id in self._followed and self._followed[record.id][1] is ended:
+                del self._followed[record.id]
+        if outcome is None:
+            return
+        row, claimed = outcome
         self._live.discard(record)
-        record.status = status
+        record.status = TaskStatus(row["status"])
         record.final_text = row["final_text"] or ""
         record.error = row["error"]
         record.started_at = row["started_at"] or record.started_at
         record.finished_at = row["finished_at"]
-        wakes = record.background and status in NOTIFY and record.end_as is None
-        if wakes and store.claim_notice(record.id, record.run_epoch):  # once, whoever asks
+        if claimed and record.end_as is None:  # once, whoever asks
             self.scheduler._notify(record)
         self.scheduler._wake()
 
     async def run_remote(self, task_id: str, text: str, epoch: int, items: ContextItems) -> str:
         """Run a child another process spawned (or one whose executor died), rebuilt from the
         store and this process's config; its end status."""
-        store = self.scheduler.store
-        row = await asyncio.to_thread(store.get, task_id)
-        if row is None or row["status"] not in {str(s) for s in ACTIVE}:
-            return "skipped"
-        if not await asyncio.to_thread(store.claim, task_id, self.executor):
+        row = await self._take(task_id)
+        if row is None:  # cancelled, lost, done, or another executor's
             return "skipped"
         rebuild = getattr(self.scheduler, "rebuild", None)
         if rebuild is None:
@@ -526,6 +587,34 @@ class DBOSEngine:
         finally:
             self._finished.append(workflow_id(task_id, epoch))
         return str(record.status)
+
+    async def _take(self, task_id: str) -> dict[str, Any] | None:
+        """Claim ``task_id`` for this executor; its row as taken (``None``: not taken). The
+        children DBOS hands over meanwhile are taken together, in one statement."""
+        assert self.loop is not None
+        taken: asyncio.Future[dict[str, Any] | None] = self.loop.create_future()
+        self._to_take.setdefault(task_id, []).append(taken)
+        if self._taker is None or self._taker.done():
+            self._taker = self.loop.create_task(self._take_waiting())
+        return await taken
+
+    async def _take_waiting(self) -> None:
+        store = self.scheduler.store
+        await asyncio.sleep(0)  # the hand-overs of this loop turn join the first take
+        while self._to_take:
+            waiting, self._to_take = self._to_take, {}
+            try:
+                rows = await asyncio.to_thread(store.take, self.executor, list(waiting))
+            except Exception as exc:
+                for futures in waiting.values():
+                    for future in futures:
+                        if not future.done():
+                            future.set_exception(exc)
+                continue
+            for task_id, futures in waiting.items():
+                for n, future in enumerate(futures):  # the same task twice: the first gets it
+                    if not future.done():
+                        future.set_result(rows.get(task_id) if n == 0 else None)
 
     async def _beat_and_reap(self) -> None:
         """Heartbeat this executor; holding the reaper lease, settle the children of executors

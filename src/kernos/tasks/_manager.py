@@ -102,9 +102,10 @@ class TaskManager(TaskScheduler):
         models = self.check_spawn(session, resolution)
         depth = self._depth.get(session.session_id, 0)
         in_background = resolution.background if background is None else background
+        ids = self._new_ids(len(resolution.items))
         records = [
-            self._create(session, item, model, depth + 1, in_background, resolution.tools)
-            for item, model in zip(resolution.items, models, strict=True)
+            self._create(session, item, model, depth + 1, in_background, resolution.tools, i)
+            for item, model, i in zip(resolution.items, models, ids, strict=True)
         ]
         for record in records:
             self._start(record, self._first_message(record))
@@ -158,11 +159,16 @@ class TaskManager(TaskScheduler):
             return self.runtime.model_name("", category.model if category else None)
         return self.runtime.model_name(item.subagent_type or "", item.model)
 
-    def _new_id(self) -> str:
-        while True:
-            task_id = "t_" + secrets.token_hex(4)
-            if task_id not in self.records and not self.store.new_id_taken(task_id):
-                return task_id
+    def _new_ids(self, count: int) -> list[str]:
+        """``count`` fresh task ids, unique here and in the store: one read of the store for a
+        whole batch (a fan-out of 16 does not commit and query 16 times)."""
+        fresh: list[str] = []
+        while len(fresh) < count:
+            drawn = {"t_" + secrets.token_hex(4) for _ in range(count - len(fresh))}
+            drawn -= {*self.records, *fresh}
+            taken = self.store.rows(sorted(drawn)) if drawn else {}
+            fresh += sorted(drawn - set(taken))
+        return fresh
 
     def _create(
         self,
@@ -172,8 +178,9 @@ class TaskManager(TaskScheduler):
         depth: int,
         background: bool,
         grants: Sequence[str],
+        task_id: str,
     ) -> TaskRecord:
-        record = TaskRecord(self._new_id(), parent, item, model_name, depth, background)
+        record = TaskRecord(task_id, parent, item, model_name, depth, background)
         instructions, agent, own_tools = self._target(item)
         names = [
             name

@@ -142,6 +142,9 @@ def process_alive(pid: int, started: str | None) -> bool:
     return now is None or now == started
 
 
+#: ids per query of :meth:`TaskStore.rows` (well below either database's parameter limit)
+_ROWS_AT_ONCE = 500
+
 _OWNER_PID = os.getpid()
 _OWNER_STARTED = process_start(_OWNER_PID)
 
@@ -206,6 +209,19 @@ class TaskStore:
         self.flush()
         rows = self.store.query("SELECT * FROM tasks WHERE id = ?", (task_id,))
         return dict(rows[0]) if rows else None
+
+    def rows(self, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The rows of ``task_ids`` that exist, by id: one query per 500 ids, however many
+        children a run follows."""
+        self.flush()
+        ids = list(dict.fromkeys(task_ids))
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), _ROWS_AT_ONCE):
+            chunk = ids[start : start + _ROWS_AT_ONCE]
+            marks = ", ".join("?" for _ in chunk)
+            for row in self.store.query(f"SELECT * FROM tasks WHERE id IN ({marks})", chunk):
+                found[row["id"]] = dict(row)
+        return found
 
     def recent(self, limit: int = 100) -> list[dict[str, Any]]:
         self.flush()
@@ -320,24 +336,54 @@ class TaskStore:
     def claim(self, task_id: str, executor: str) -> bool:
         """Take an active task no executor runs yet for ``executor`` (or one the reaper already
         gave it); ``False`` when it is not there to take (cancelled, lost, done, taken)."""
-        self.flush()
-        with self.store.transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE tasks SET executor = ?, updated_at = ? WHERE id = ? "
-                "AND status IN ('pending', 'running') AND (executor IS NULL OR executor = ?)",
-                (executor, time.time(), task_id, executor),
+        return task_id in self.take(executor, [task_id])
+
+    def take(self, executor: str, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """:meth:`claim` each of ``task_ids`` for ``executor``; the rows taken, by id, as they
+        are now (what a worker rebuilds each child from).
+
+        Conditional updates (:meth:`kernos.runtime.Store.write_now`), one per 500 ids:
+        of executors taking the same task at once exactly one gets it, without the writer's
+        lock, and a worker that sixty children reach at once asks once, not sixty times.
+        """
+        taken: dict[str, dict[str, Any]] = {}
+        ids = list(dict.fromkeys(task_ids))
+        for start in range(0, len(ids), _ROWS_AT_ONCE):
+            chunk = ids[start : start + _ROWS_AT_ONCE]
+            marks = ", ".join("?" for _ in chunk)
+            rows = self.store.write_now(
+                f"UPDATE tasks SET executor = ?, updated_at = ? WHERE id IN ({marks}) "
+                "AND status IN ('pending', 'running') AND (executor IS NULL OR executor = ?) "
+                "RETURNING *",
+                (executor, time.time(), *chunk, executor),
             )
-            return bool(cursor.rowcount)
+            taken.update((row["id"], dict(row)) for row in rows)
+        return taken
 
     def claim_notice(self, task_id: str, epoch: int) -> bool:
-        """Claim the completion notice of ``task_id``'s run ``epoch``: ``True`` exactly once."""
-        self.flush()
-        with self.store.transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE tasks SET notified_epoch = ? WHERE id = ? AND notified_epoch < ?",
-                (epoch, task_id, epoch),
-            )
-            return bool(cursor.rowcount)
+        """Claim the completion notice of ``task_id``'s run ``epoch``: ``True`` exactly once,
+        whichever processes ask at the same time."""
+        return task_id in self.claim_notices([(task_id, epoch)])
+
+    def claim_notices(self, runs: Sequence[tuple[str, int]]) -> set[str]:
+        """:meth:`claim_notice` for each ``(task id, epoch)``: the ids whose notice this call
+        claimed. One conditional ``UPDATE`` per epoch (and 500 ids), see :meth:`take`."""
+        by_epoch: dict[int, list[str]] = {}
+        for task_id, epoch in runs:
+            by_epoch.setdefault(epoch, []).append(task_id)
+        claimed: set[str] = set()
+        for epoch, task_ids in sorted(by_epoch.items()):
+            ids = list(dict.fromkeys(task_ids))
+            for start in range(0, len(ids), _ROWS_AT_ONCE):
+                chunk = ids[start : start + _ROWS_AT_ONCE]
+                marks = ", ".join("?" for _ in chunk)
+                rows = self.store.write_now(
+                    f"UPDATE tasks SET notified_epoch = ? WHERE id IN ({marks}) "
+                    "AND notified_epoch < ? RETURNING id",
+                    (epoch, *chunk, epoch),
+                )
+                claimed.update(row["id"] for row in rows)
+        return claimed
 
     def beat(self, executor: str) -> None:
         """This executor is alive now."""
