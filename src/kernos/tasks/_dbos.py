@@ -271,6 +271,7 @@ class DBOSEngine:
         self._order: list[TaskRecord] = []  # pending beyond the limit, in spawn order
         self._live: set[TaskRecord] = set()  # started and not yet ended
         self._finished: list[str] = []
+        self.stopping = False  # :meth:`leave` was called: no new child starts here
 
     # -- the port ---------------------------------------------------------------------------
     def start(self, record: TaskRecord, text: str) -> None:
@@ -384,9 +385,10 @@ class DBOSEngine:
         admitted: asyncio.Future[Admission]
         admitted = self.loop.create_future()
         self._admissions[wf_id] = admitted
+        queued = asyncio.ensure_future(self.ready(record.model_name, enqueue=(wf_id, record, text)))
         try:
             try:
-                await self.ready(record.model_name, enqueue=(wf_id, record, text))
+                await asyncio.shield(queued)
                 admission = await admitted
                 if admission is None:  # another process took it: follow it in the store
                     self._admissions.pop(wf_id, None)
@@ -394,13 +396,26 @@ class DBOSEngine:
                     return
                 items, done = admission
             except asyncio.CancelledError:
+                # stopped while it was being queued: the queueing ends first, else the child
+                # would be pending in the store and in no queue (a --no-wait run's child)
+                await asyncio.wait({queued})
+                if queued.exception() is not None:
+                    record.end_as = None
+                    record.error = (
+                        f"the task engine could not queue the child: {queued.exception()}"
+                    )
+                    self.scheduler._move(record, TaskStatus.ERROR)
+                    return
                 if record.end_as == TaskStatus.LOST:
                     # the run ends without waiting (--no-wait): a child still queued, or running
                     # in another process, is left to the executors; it is not lost
                     log.info("task %s left to the other executors", record.id)
                     record.end_as = None
                     return
-                await asyncio.shield(self._cancel_workflow(wf_id))
+                if record.executor in (None, self.executor):
+                    await asyncio.shield(self._cancel_workflow(wf_id))
+                # else another executor runs it: the cancelled row is what stops it there (its
+                # cancel poll), and it records the workflow's end itself
                 self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
                 return
             except Exception as exc:  # the system database refused the workflow
@@ -483,11 +498,27 @@ class DBOSEngine:
         row = await asyncio.to_thread(store.get, task_id)
         if row is None or row["status"] not in {str(s) for s in ACTIVE}:
             return "skipped"
+        if self.stopping:
+            # dequeued as this worker stops: taken, then left unfinished (the workflow stays
+            # pending), so the reaper of another executor resumes it
+            await asyncio.to_thread(store.claim, task_id, self.executor)
+            raise asyncio.CancelledError
         if not await asyncio.to_thread(store.claim, task_id, self.executor):
             return "skipped"
         rebuild = getattr(self.scheduler, "rebuild", None)
         if rebuild is None:
             return "skipped"
+        if await asyncio.to_thread(store.cancel_requested, task_id):
+            # cancelled while it waited in the queue: its spawner may be gone, so it ends here
+            reason = "cancelled from the command line before it started"
+            await asyncio.to_thread(
+                store.update, task_id, if_active=True, status=str(TaskStatus.CANCELLED),
+                finished_at=time.time(),
+            )  # fmt: skip
+            store.event(task_id, "status", {"from": row["status"], "to": "cancelled",
+                                            "why": reason})  # fmt: skip
+            store.flush()
+            return str(TaskStatus.CANCELLED)
         record: TaskRecord = rebuild(row, epoch)
         record.executor = self.executor
         record.runner = asyncio.current_task()
@@ -498,8 +529,26 @@ class DBOSEngine:
         try:
             await self.scheduler.run_child(record, text)
         finally:
-            self._finished.append(workflow_id(task_id, epoch))
+            if not record.leave:  # a left workflow's record is what another executor resumes
+                self._finished.append(workflow_id(task_id, epoch))
         return str(record.status)
+
+    def leave(self) -> list[TaskRecord]:
+        """Stop executing (``kernos worker`` on SIGTERM/SIGINT): no new child starts here, and
+        the runs in flight stop. With ``on_crash = "resume"`` they stop without an end (their
+        workflows stay pending) and another executor's reaper resumes each from its last
+        completed step once this one has retired; otherwise they end ``lost``. Returns them."""
+        self.stopping = True
+        left = [r for r in self.scheduler.records.values() if r.status in ACTIVE]
+        for record in left:
+            if self.on_crash == "resume":
+                record.leave = True
+            else:
+                record.end_as = TaskStatus.LOST
+                record.error = f"its worker {self.executor} stopped before it finished"
+            if record.runner is not None:
+                record.runner.cancel()
+        return left
 
     async def _beat_and_reap(self) -> None:
         """Heartbeat this executor; holding the reaper lease, settle the children of executors
