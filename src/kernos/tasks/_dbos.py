@@ -499,9 +499,13 @@ class DBOSEngine:
         if row is None or row["status"] not in {str(s) for s in ACTIVE}:
             return "skipped"
         if self.stopping:
-            # dequeued as this worker stops: taken, then left unfinished (the workflow stays
-            # pending), so the reaper of another executor resumes it
-            await asyncio.to_thread(store.claim, task_id, self.executor)
+            # dequeued as this worker stops: taken (running: admitted), then left unfinished
+            # (the workflow stays pending), so the reaper of another executor resumes it
+            taken = await asyncio.to_thread(store.claim, task_id, self.executor)
+            if taken and row["status"] == str(TaskStatus.PENDING):
+                store.update(task_id, if_active=True, status=str(TaskStatus.RUNNING))
+                store.event(task_id, "status", {"from": "pending", "to": "running"})
+                await asyncio.to_thread(store.flush)
             raise asyncio.CancelledError
         if not await asyncio.to_thread(store.claim, task_id, self.executor):
             return "skipped"

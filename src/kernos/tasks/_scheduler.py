@@ -154,7 +154,8 @@ class TaskScheduler:
     async def _run_child(self, record: TaskRecord, text: str) -> None:
         session = record.session
         assert session is not None
-        record.executor = record.executor or executor_id()
+        record.executor = executor_id()  # whoever runs a run is its executor (a revived
+        # child's row may still name a past run's process, which the reaper would judge dead)
         self.store.update(record.id, executor=record.executor)
         # each run (a spawn, a revival) has the whole budget of its target
         budget = self.config.task_budget(record.item.category, record.item.subagent_type)
@@ -378,7 +379,9 @@ class TaskScheduler:
         record.run_epoch += 1
         record.background = True
         record.end_as, record.error, record.final_text = None, None, ""
-        self.store.update(record.id, run_epoch=record.run_epoch, background=1)
+        # the past run's executor is not this run's: until one takes it, no executor holds it
+        record.executor = None
+        self.store.update(record.id, run_epoch=record.run_epoch, background=1, executor=None)
         self.store.event(record.id, "revived", {"epoch": record.run_epoch})
         self._start(record, message)
         return True

@@ -426,13 +426,13 @@ class TaskStore:
             return True
 
     def dead_executors(self, silent_for: float) -> list[str]:
-        """Executors with no heartbeat for ``silent_for`` seconds that still hold active tasks."""
+        """Executors with no heartbeat for ``silent_for`` seconds that still hold running tasks
+        (a pending one's executor may be a past run's: a revived child not yet started)."""
         self.flush()
         rows = self.store.query(
             "SELECT DISTINCT t.executor AS executor FROM tasks t "
             "LEFT JOIN task_executors e ON e.id = t.executor "
-            "WHERE t.engine = 'dbos' AND t.status IN ('pending', 'running') "
-            "AND t.executor IS NOT NULL "
+            "WHERE t.engine = 'dbos' AND t.status = 'running' AND t.executor IS NOT NULL "
             "AND (e.id IS NULL OR e.beat_at < ?)",
             (time.time() - silent_for,),
         )
@@ -441,8 +441,7 @@ class TaskStore:
     def running_on(self, executor: str) -> list[dict[str, Any]]:
         self.flush()
         rows = self.store.query(
-            "SELECT * FROM tasks WHERE executor = ? AND status IN ('pending', 'running')",
-            (executor,),
+            "SELECT * FROM tasks WHERE executor = ? AND status = 'running'", (executor,)
         )
         return [dict(row) for row in rows]
 
