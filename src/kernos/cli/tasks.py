@@ -59,6 +59,7 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
     from kernos.runtime import Store, kernos_home
     from kernos.runtime._home import config_file
     from kernos.tasks import TaskStore
+    from kernos.tasks._engine import crash_mode
 
     with config_errors():
         _, data = config_file(config)
@@ -66,15 +67,20 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
         # a store named by the config or the environment: the whole config says where
         runtime = open_runtime(config, store=True)
         opened, close = runtime.store, runtime.close
+        resume = crash_mode(runtime.config, runtime.config.store_url) == "resume"
     else:
         home = kernos_home()
         with config_errors():
             opened = Store.open(home)
         enable_file_log(home)
         close = opened.close
+        tasks = data.get("tasks")
+        resume = isinstance(tasks, dict) and tasks.get("on_crash") == "resume"
     try:
         with config_errors():  # a damaged store (a task table missing) is exit 2 with the fix
             store = TaskStore(opened)
+            # with on_crash = "resume" a dead executor's task is DBOS's to resume, not lost
+            store.resume = resume
             store.reconcile()
         yield store
     finally:

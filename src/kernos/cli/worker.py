@@ -2,8 +2,10 @@
 
 Any number of workers, on any hosts, share the queues of one store (Postgres; or SQLite on one
 host): each child runs where a worker has room under its model's global limit. A child's granted
-tools are rebuilt here from this worker's config. Stops on SIGINT/SIGTERM; children it was running
-are then left to the crash rule (``[tasks] on_crash``: resumed by another executor, or ``lost``).
+tools are rebuilt here from this worker's config. On SIGTERM (exit 0) or SIGINT (exit 130) it stops
+taking children; the ones it was running are left to the crash rule (``[tasks] on_crash``):
+``resume`` (the default on Postgres) leaves them to another worker, or to this one's restart, which
+resumes each from its last completed step; ``lost`` ends them ``lost``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
     from kernos._app import TOOLSETS, _task_toolset, agent_session
     from kernos.tasks import TaskManager
     from kernos.tasks._dbos import DBOSEngine, queue_name
-    from kernos.tasks._state import ACTIVE, TaskStatus
 
     listen = [queue_name(m) for m in models] if models else None
     factories = tuple(f for f in TOOLSETS if f is not _task_toolset)
@@ -52,13 +53,14 @@ async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
         try:
             await asyncio.Event().wait()
         finally:
-            for record in manager.records.values():
-                if record.status in ACTIVE:  # left to the crash rule, not cancelled
-                    record.end_as = TaskStatus.LOST
-                    record.error = f"its worker {engine.executor} stopped before it finished"
-                    if record.runner is not None:
-                        record.runner.cancel()
+            left = len(engine.leave())  # to the crash rule, not cancelled
             await manager.aclose(wait=True)
+            fate = "left to other workers to resume" if engine.on_crash == "resume" else "lost"
+            plural = "child" if left == 1 else "children"
+            err.print(
+                f"worker {engine.executor} stopped; {left} running {plural} {fate}",
+                markup=False, highlight=False,
+            )  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
@@ -70,8 +72,14 @@ def register(app: typer.Typer) -> None:
             typer.Option("--models", help="Comma-separated models whose queues to execute."),
         ] = None,
     ) -> None:
-        """Execute sub-agent tasks from the shared queues (the DBOS engine) until stopped."""
+        """Execute sub-agent tasks from the shared queues (the DBOS engine) until stopped.
+
+        SIGTERM (exit 0) or SIGINT (exit 130) stops taking children: with \\[tasks] on_crash =
+        "resume" (the Postgres default) the running ones are left to another worker, or this
+        one's restart, to resume from their last step; with "lost" they end lost.
+        """
         import asyncio
+        import signal
 
         from kernos._app import Interrupted, run_until_signal
 
@@ -82,7 +90,8 @@ def register(app: typer.Typer) -> None:
         try:
             with config_errors():
                 asyncio.run(run_until_signal(serve_worker(runtime, chosen)))
-        except Interrupted:
-            raise typer.Exit(EXIT_OK) from None
+        except Interrupted as stop:
+            code = EXIT_OK if stop.signum == signal.SIGTERM else stop.exit_code
+            raise typer.Exit(code) from None
         finally:
             runtime.close()

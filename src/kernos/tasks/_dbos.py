@@ -303,6 +303,7 @@ class DBOSEngine:
         self._to_take: dict[str, list[asyncio.Future[dict[str, Any] | None]]] = {}
         self._taker: asyncio.Task[None] | None = None
         self._finished: list[str] = []
+        self.stopping = False  # :meth:`leave` was called: no new child starts here
 
     # -- the port ---------------------------------------------------------------------------
     def start(self, record: TaskRecord, text: str) -> None:
@@ -419,12 +420,18 @@ class DBOSEngine:
         admitted: asyncio.Future[Admission]
         admitted = self.loop.create_future()
         self._admissions[wf_id] = admitted
+
+        async def queue() -> None:
+            # the row first: a worker handed the workflow rebuilds the child from it (not
+            # committed yet, it would find nothing to take and the child would never run)
+            await self.scheduler.store.store.flushed()
+            await self.ready(record.model_name, enqueue=(wf_id, record, text))
+
+        # shielded: a run leaving (--no-wait) while the child is being queued still queues it
+        queued = asyncio.ensure_future(queue())
         try:
             try:
-                # the row first: a worker handed the workflow rebuilds the child from it (not
-                # committed yet, it would find nothing to take and the child would never run)
-                await self.scheduler.store.store.flushed()
-                await self.ready(record.model_name, enqueue=(wf_id, record, text))
+                await asyncio.shield(queued)
                 admission = await admitted
                 if admission is None:  # another process took it: follow it in the store
                     self._admissions.pop(wf_id, None)
@@ -432,13 +439,26 @@ class DBOSEngine:
                     return
                 items, done = admission
             except asyncio.CancelledError:
+                # stopped while it was being queued: the queueing ends first, else the child
+                # would be pending in the store and in no queue (a --no-wait run's child)
+                await asyncio.wait({queued})
+                if queued.exception() is not None:
+                    record.end_as = None
+                    record.error = (
+                        f"the task engine could not queue the child: {queued.exception()}"
+                    )
+                    self.scheduler._move(record, TaskStatus.ERROR)
+                    return
                 if record.end_as == TaskStatus.LOST:
                     # the run ends without waiting (--no-wait): a child still queued, or running
                     # in another process, is left to the executors; it is not lost
                     log.info("task %s left to the other executors", record.id)
                     record.end_as = None
                     return
-                await asyncio.shield(self._cancel_workflow(wf_id))
+                if record.executor in (None, self.executor):
+                    await asyncio.shield(self._cancel_workflow(wf_id))
+                # else another executor runs it: the cancelled row is what stops it there (its
+                # cancel poll), and it records the workflow's end itself
                 self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
                 return
             except Exception as exc:  # the system database refused the workflow
@@ -569,12 +589,33 @@ class DBOSEngine:
     async def run_remote(self, task_id: str, text: str, epoch: int, items: ContextItems) -> str:
         """Run a child another process spawned (or one whose executor died), rebuilt from the
         store and this process's config; its end status."""
+        store = self.scheduler.store
+        if self.stopping:
+            # dequeued as this worker stops: taken (running: admitted), then left unfinished
+            # (the workflow stays pending), so the reaper of another executor resumes it
+            taken = await self._take(task_id)
+            if taken is not None and taken["status"] == str(TaskStatus.PENDING):
+                store.update(task_id, if_active=True, status=str(TaskStatus.RUNNING))
+                store.event(task_id, "status", {"from": "pending", "to": "running"})
+                await asyncio.to_thread(store.flush)
+            raise asyncio.CancelledError
         row = await self._take(task_id)
         if row is None:  # cancelled, lost, done, or another executor's
             return "skipped"
         rebuild = getattr(self.scheduler, "rebuild", None)
         if rebuild is None:
             return "skipped"
+        if await asyncio.to_thread(store.cancel_requested, task_id):
+            # cancelled while it waited in the queue: its spawner may be gone, so it ends here
+            reason = "cancelled from the command line before it started"
+            await asyncio.to_thread(
+                store.update, task_id, if_active=True, status=str(TaskStatus.CANCELLED),
+                finished_at=time.time(),
+            )  # fmt: skip
+            store.event(task_id, "status", {"from": row["status"], "to": "cancelled",
+                                            "why": reason})  # fmt: skip
+            store.flush()
+            return str(TaskStatus.CANCELLED)
         record: TaskRecord = rebuild(row, epoch)
         record.executor = self.executor
         record.runner = asyncio.current_task()
@@ -585,7 +626,8 @@ class DBOSEngine:
         try:
             await self.scheduler.run_child(record, text)
         finally:
-            self._finished.append(workflow_id(task_id, epoch))
+            if not record.leave:  # a left workflow's record is what another executor resumes
+                self._finished.append(workflow_id(task_id, epoch))
         return str(record.status)
 
     async def _take(self, task_id: str) -> dict[str, Any] | None:
@@ -615,6 +657,23 @@ class DBOSEngine:
                 for n, future in enumerate(futures):  # the same task twice: the first gets it
                     if not future.done():
                         future.set_result(rows.get(task_id) if n == 0 else None)
+
+    def leave(self) -> list[TaskRecord]:
+        """Stop executing (``kernos worker`` on SIGTERM/SIGINT): no new child starts here, and
+        the runs in flight stop. With ``on_crash = "resume"`` they stop without an end (their
+        workflows stay pending) and another executor's reaper resumes each from its last
+        completed step once this one has retired; otherwise they end ``lost``. Returns them."""
+        self.stopping = True
+        left = [r for r in self.scheduler.records.values() if r.status in ACTIVE]
+        for record in left:
+            if self.on_crash == "resume":
+                record.leave = True
+            else:
+                record.end_as = TaskStatus.LOST
+                record.error = f"its worker {self.executor} stopped before it finished"
+            if record.runner is not None:
+                record.runner.cancel()
+        return left
 
     async def _beat_and_reap(self) -> None:
         """Heartbeat this executor; holding the reaper lease, settle the children of executors

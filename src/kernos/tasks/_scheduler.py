@@ -62,6 +62,9 @@ class TaskRecord:
     runner: asyncio.Task[None] | None = None
     interrupt: bool = False
     end_as: TaskStatus | None = None  # set when the manager stops the child (cancelled / lost)
+    #: the run stops in this process without ending: another executor resumes it (a worker
+    #: stopped by SIGTERM/SIGINT with ``on_crash = "resume"``)
+    leave: bool = False
     executor: str | None = None  # who runs it (``host:pid``) when not this process
     grants: list[str] = field(default_factory=list)
 
@@ -151,7 +154,8 @@ class TaskScheduler:
     async def _run_child(self, record: TaskRecord, text: str) -> None:
         session = record.session
         assert session is not None
-        record.executor = record.executor or executor_id()
+        record.executor = executor_id()  # whoever runs a run is its executor (a revived
+        # child's row may still name a past run's process, which the reaper would judge dead)
         self.store.update(record.id, executor=record.executor)
         # each run (a spawn, a revival) has the whole budget of its target
         budget = self.config.task_budget(record.item.category, record.item.subagent_type)
@@ -168,6 +172,8 @@ class TaskScheduler:
                         break
                     final = await session.prompt(late)
         except asyncio.CancelledError:
+            if record.leave:
+                raise  # no transition: the run resumes elsewhere from its last step
             record.finished_at = time.time()
             self._move(record, record.end_as or TaskStatus.CANCELLED)
         except Exception as exc:
@@ -211,13 +217,16 @@ class TaskScheduler:
         fields: dict[str, Any] = {"status": str(target), "run_epoch": record.run_epoch}
         if target == TaskStatus.RUNNING:
             fields["started_at"] = record.started_at
-        if target in SETTLED or target in FINAL:
+        ends = target in SETTLED or target in FINAL
+        if ends:
             fields.update(
                 finished_at=record.finished_at or time.time(),
                 final_text=record.final_text,
                 error=record.error,
             )
-        self.store.update(record.id, **fields)
+        # a run's end is written only over an active row: another process (a canceller, the
+        # reaper) that ended it first keeps its end
+        self.store.update(record.id, if_active=ends and current in ACTIVE, **fields)
         payload: dict[str, Any] = {"from": str(current), "to": str(target)}
         payload["epoch"] = record.run_epoch
         if why:
@@ -399,8 +408,18 @@ class TaskScheduler:
             await asyncio.sleep(_CANCEL_POLL_SECONDS)
             for task_id in self.store.cancel_requests():
                 record = self.records.get(task_id)
-                if record is not None:
-                    self.cancel(record, "cancelled from the command line")
+                if record is None or record.status not in ACTIVE:
+                    continue
+                row = self.store.get(task_id)
+                if row is not None and row["status"] == TaskStatus.CANCELLED:
+                    # another process recorded the end already: stop the run, write nothing
+                    record.status = record.end_as = TaskStatus.CANCELLED
+                    record.finished_at = row["finished_at"]
+                    if record.runner is not None:
+                        record.runner.cancel()
+                    self._wake()
+                    continue
+                self.cancel(record, "cancelled from the command line")
 
     async def aclose(self, *, wait: bool = True) -> None:
         """Finish: wait for every child (``wait``) or abandon the active ones as ``lost``; then
@@ -423,6 +442,8 @@ class TaskScheduler:
         if self._engine is not None:
             await self._engine.aclose()
         for record in self.records.values():
+            if record.leave:
+                continue  # another executor resumes it: its row is not this process's to end
             # a settled child outlives the run: a later run's task_send rebuilds it from the store
             settled = record.status in SETTLED
             self._set_residency(record, Residency.EVICTED if settled else Residency.DISPOSED)

@@ -112,6 +112,8 @@ _COLUMNS = frozenset(
 )  # fmt: skip
 
 
+_STILL_ACTIVE = " AND status IN ('pending', 'running')"
+
 _INSERT_EVENT = (
     "INSERT INTO task_events (task_id, seq, type, payload, created_at) "
     "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM task_events WHERE task_id = ?"
@@ -158,6 +160,9 @@ class TaskStore:
         store.migrate("tasks", MIGRATIONS)
         self.pid = _OWNER_PID
         self.started = _OWNER_STARTED
+        #: ``[tasks] on_crash = "resume"``: DBOS resumes a dead executor's tasks, so
+        #: :meth:`reconcile` leaves them alone (the CLI sets it from the config)
+        self.resume = False
 
     # -- writing -----------------------------------------------------------------------------
     def _write(self, sql: str, params: Sequence[Any]) -> None:
@@ -180,7 +185,10 @@ class TaskStore:
         marks = ", ".join("?" for _ in row)
         self._write(f"INSERT INTO tasks ({keys}) VALUES ({marks})", list(row.values()))
 
-    def update(self, task_id: str, **fields: Any) -> None:
+    def update(self, task_id: str, *, if_active: bool = False, **fields: Any) -> None:
+        """Set ``fields`` of one task; ``if_active``: only while the stored task is still
+        pending or running, so the first process to end a run (its executor, a canceller, the
+        reaper) is the one whose end stands."""
         unknown = set(fields) - _COLUMNS
         if unknown:
             raise ValueError(f"unknown task columns: {sorted(unknown)}")
@@ -189,7 +197,8 @@ class TaskStore:
             if isinstance(fields.get(key), str):
                 fields[key] = redact(fields[key])
         sets = ", ".join(f"{key} = ?" for key in fields)
-        self._write(f"UPDATE tasks SET {sets} WHERE id = ?", [*fields.values(), task_id])
+        where = "id = ?" + (_STILL_ACTIVE if if_active else "")
+        self._write(f"UPDATE tasks SET {sets} WHERE {where}", [*fields.values(), task_id])
 
     def event(self, task_id: str, kind: str, payload: dict[str, Any]) -> None:
         """Append one event (secrets redacted).
@@ -253,14 +262,16 @@ class TaskStore:
         return lines
 
     # -- recovery ----------------------------------------------------------------------------
-    def reconcile(self, *, resume: bool = False) -> list[str]:
+    def reconcile(self, *, resume: bool | None = None) -> list[str]:
         """Mark ``lost`` every pending/running task whose owning process is gone; returns ids.
 
         A task of the DBOS engine that an executor took belongs to that executor: it is lost when
         the executor (on this host) is gone, unless ``resume`` (``[tasks] on_crash = "resume"``):
         then DBOS resumes it. Executors on other hosts are judged by their heartbeats (the
         engine's reaper). One no executor took yet goes with the process that spawned it.
+        ``resume`` defaults to :attr:`resume`.
         """
+        resume = self.resume if resume is None else resume
         self.flush()
         marks = ", ".join("?" for _ in ACTIVE)
         rows = self.store.query(
@@ -285,6 +296,7 @@ class TaskStore:
             reason = f"the process that ran it (pid {pid}) ended before the task finished"
             self.update(
                 row["id"],
+                if_active=True,
                 status=str(TaskStatus.LOST),
                 residency=str(Residency.DISPOSED),
                 error=reason,
@@ -298,8 +310,11 @@ class TaskStore:
     def cancel(self, task_id: str) -> tuple[bool, str]:
         """Cancel from outside the owning process: ``(changed, what happened)``.
 
-        A live owner is asked (it polls and stops the child); a dead owner's task is reconciled
-        to ``lost`` first, so nothing is left to cancel.
+        The process that runs the child is asked (it polls and stops the child): the spawning
+        process on the local engine, the executor that took it on the DBOS engine. A DBOS child
+        still queued (no executor took it) is cancelled here and now, so no executor starts it
+        even when the process that spawned it is gone. A dead owner's task is reconciled to
+        ``lost`` first, so nothing is left to cancel.
         """
         self.reconcile()
         row = self.get(task_id)
@@ -308,9 +323,14 @@ class TaskStore:
         if row["status"] not in {str(s) for s in ACTIVE}:
             return False, f"{task_id} is {row['status']}; nothing changed"
         self.request_cancel(task_id)
+        if row["engine"] == "dbos" and self.cancel_queued(task_id, row["status"]):
+            return True, f"cancelled {task_id} (it was {row['status']}; no executor had taken it)"
+        runs_it = f"pid {row['owner_pid']}"
+        if row["engine"] == "dbos" and row["executor"]:
+            runs_it = f"executor {row['executor']}"
         return True, (
             f"cancel requested for {task_id} ({row['status']}); the process running it "
-            f"(pid {row['owner_pid']}) stops it within a second"
+            f"({runs_it}) stops it within a second"
         )
 
     def request_cancel(self, task_id: str) -> None:
@@ -318,19 +338,45 @@ class TaskStore:
         self.event(task_id, "cancel_requested", {"by": f"pid {self.pid}"})
         self.flush()
 
+    def cancel_queued(self, task_id: str, status: str, reason: str | None = None) -> bool:
+        """Cancel a DBOS task no executor has taken yet; ``False`` when one has (it then stops
+        the task on its own cancel poll) or the task is no longer active."""
+        reason = reason or "cancelled from the command line"
+        self.flush()
+        now = time.time()
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE tasks SET status = ?, finished_at = ?, updated_at = ? WHERE id = ? "
+                "AND engine = 'dbos' AND executor IS NULL" + _STILL_ACTIVE,
+                (str(TaskStatus.CANCELLED), now, now, task_id),
+            )
+            if not cursor.rowcount:
+                return False
+            data = json.dumps({"from": status, "to": "cancelled", "why": reason})
+            conn.execute(_INSERT_EVENT, (task_id, "status", data, now, task_id))
+        return True
+
     def cancel_requests(self) -> list[str]:
-        """Ids of this process's active tasks that another process asked to cancel (or, on the
-        DBOS engine, cancelled: the parent's process did)."""
+        """Ids of the active tasks this process runs that another process asked to cancel: the
+        local engine's own children, and the DBOS tasks this executor took (the process that
+        spawned a DBOS child does not act on a request: its executor does, so one process
+        writes the end). Also DBOS tasks of this executor that the spawning process already
+        recorded ``cancelled`` (its ``task_cancel``): this executor then stops the run."""
         self.flush()
         me = executor_id()
         marks = ", ".join("?" for _ in ACTIVE)
         rows = self.store.query(
-            "SELECT id FROM tasks WHERE (cancel_requested = 1 AND (owner_pid = ? OR executor = ?) "
-            f"AND status IN ({marks})) OR (executor = ? AND status = 'cancelled' "
-            "AND engine = 'dbos' AND finished_at > ?)",
-            [self.pid, me, *(str(s) for s in ACTIVE), me, time.time() - 60],
+            "SELECT id FROM tasks WHERE (cancel_requested = 1 AND (executor = ? OR "
+            f"(owner_pid = ? AND engine = 'local')) AND status IN ({marks})) OR (executor = ? "
+            "AND status = 'cancelled' AND engine = 'dbos' AND finished_at > ?)",
+            [me, self.pid, *(str(s) for s in ACTIVE), me, time.time() - 60],
         )
         return [row["id"] for row in rows]
+
+    def cancel_requested(self, task_id: str) -> bool:
+        self.flush()
+        rows = self.store.query("SELECT cancel_requested FROM tasks WHERE id = ?", (task_id,))
+        return bool(rows and rows[0]["cancel_requested"])
 
     # -- executors (the DBOS engine) -----------------------------------------------------------
     def claim(self, task_id: str, executor: str) -> bool:
@@ -400,8 +446,11 @@ class TaskStore:
                 )
 
     def retire(self, executor: str) -> None:
+        """``executor`` stops: its heartbeat and leases go, so another executor's reaper takes
+        over what it left at its next beat instead of after three silent ones."""
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM task_executors WHERE id = ?", (executor,))
+            conn.execute("DELETE FROM task_leases WHERE holder = ?", (executor,))
 
     def lease(self, name: str, holder: str, seconds: float) -> bool:
         """Hold the lease ``name`` for ``seconds`` more (``True``) unless another holder has it."""
@@ -423,7 +472,8 @@ class TaskStore:
             return True
 
     def dead_executors(self, silent_for: float) -> list[str]:
-        """Executors with no heartbeat for ``silent_for`` seconds that still hold running tasks."""
+        """Executors with no heartbeat for ``silent_for`` seconds that still hold running tasks
+        (a pending one's executor may be a past run's: a revived child not yet started)."""
         self.flush()
         rows = self.store.query(
             "SELECT DISTINCT t.executor AS executor FROM tasks t "
@@ -444,6 +494,7 @@ class TaskStore:
     def mark_lost(self, task_id: str, status: str, reason: str) -> None:
         self.update(
             task_id,
+            if_active=True,
             status=str(TaskStatus.LOST),
             residency=str(Residency.DISPOSED),
             error=reason,

@@ -1,0 +1,397 @@
+"""Cancel from anywhere and worker shutdown on the DBOS engine (issue 11).
+
+Real processes only: a ``kernos run`` spawns a background child, a ``kernos worker`` executes it,
+and the model is a local server. For the cancel tests the server holds the child's request open
+(it never answers) and records when the client closed the connection, so "the in-flight request
+was aborted" is something the server saw, not something kernos says.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tasks_helpers import agent_is, user_texts
+
+from kernos.testing import FakeOpenAIServer, _server, text, tool_call
+
+KERNOS = str(Path(sys.executable).with_name("kernos"))
+SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+         "run_in_background": True}  # fmt: skip
+#: generous: the machine is shared; the latency itself is printed, never asserted
+DEADLINE = 60.0
+pytestmark = pytest.mark.slow
+
+
+# -- a model server that holds the child's request and sees the client hang up -----------------
+class HoldingServer(FakeOpenAIServer):
+    """Answers from its script, except the first ``count`` child requests: each is held open,
+    never answered, and the server records when the client closed its connection
+    (``aborted``)."""
+
+    def __init__(self, holds: Callable[[dict[str, Any]], bool], count: int = 1_000) -> None:
+        super().__init__()
+        self.holds = holds
+        self.count = count
+        self.local = threading.local()
+        self.held = threading.Event()  # a child request is in flight now
+        self.aborted: list[float] = []  # when the client closed a held connection
+        self.released = threading.Event()  # stop holding (the test is over)
+
+    def _answer(self, request: dict[str, Any], authorization: str) -> Any:
+        handler = getattr(self.local, "handler", None)
+        if handler is None or not self.holds(request):
+            return super()._answer(request, authorization)
+        with self._lock:
+            held = self.count > 0
+            if held:
+                self.count -= 1
+                self._requests.append(request)
+        if not held:
+            return super()._answer(request, authorization)
+        self.held.set()
+        connection: socket.socket = handler.connection
+        give_up = time.monotonic() + 2 * DEADLINE
+        while not self.released.is_set() and time.monotonic() < give_up:
+            readable, _, _ = select.select([connection], [], [], 0.05)
+            if readable:
+                try:
+                    closed = connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    closed = True
+                if closed:
+                    self.aborted.append(time.monotonic())
+                    break
+        return "HoldingServer: the held request was never answered"
+
+
+@pytest.fixture
+def holding(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[HoldingServer]:
+    """The holding server; ``indirect`` parametrization sets how many child requests it holds
+    (default: all of them)."""
+    original = _server._Handler.do_POST
+
+    def do_post(handler: Any) -> None:
+        fake = handler.server.fake
+        if isinstance(fake, HoldingServer):
+            fake.local.handler = handler
+        original(handler)
+
+    monkeypatch.setattr(_server._Handler, "do_POST", do_post)
+    fake = HoldingServer(agent_is("EXPLORE-AGENT"), count=getattr(request, "param", 1_000))
+    with fake:
+        yield fake
+        fake.released.set()
+
+
+# -- one store: SQLite (DBOS engine) or a fresh PostgreSQL database ----------------------------
+class Store:
+    def __init__(self, project: Path, url: str | None) -> None:
+        self.project, self.url = project, url
+
+    def env(self, server: FakeOpenAIServer) -> dict[str, str]:
+        environ = {**os.environ, **server.env(), "KERNOS_HOME": str(self.project / ".kernos")}
+        environ.pop("KERNOS_TASK_ENGINE", None)
+        environ.pop("KERNOS_STORE_URL", None)
+        if self.url is not None:
+            environ["KERNOS_STORE_URL"] = self.url  # engine auto: DBOS on PostgreSQL
+        return environ
+
+    def rows(self) -> list[dict[str, Any]]:
+        sql = "SELECT id, status, executor, error FROM tasks ORDER BY created_at"
+        if self.url is None:
+            try:
+                with sqlite3.connect(self.project / ".kernos" / "kernos.db") as db:
+                    db.row_factory = sqlite3.Row
+                    return [dict(r) for r in db.execute(sql).fetchall()]
+            except sqlite3.OperationalError:
+                return []
+        import psycopg
+        from psycopg.rows import dict_row
+
+        try:
+            with psycopg.connect(self.url, row_factory=dict_row) as conn:
+                return list(conn.execute(sql).fetchall())
+        except psycopg.errors.UndefinedTable:
+            return []
+
+    def workflow(self, workflow_id: str) -> str | None:
+        """The DBOS status of one workflow (``None``: no such workflow)."""
+        if self.url is None:
+            with sqlite3.connect(self.project / ".kernos" / "dbos.sqlite") as db:
+                found = db.execute(
+                    "SELECT status FROM workflow_status WHERE workflow_uuid = ?", (workflow_id,)
+                ).fetchall()
+        else:
+            import psycopg
+
+            with psycopg.connect(self.url) as conn:
+                found = conn.execute(
+                    "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = %s",
+                    (workflow_id,),
+                ).fetchall()
+        return str(found[0][0]) if found else None
+
+    def wait(self, status: str, timeout: float = DEADLINE) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [r for r in self.rows() if r["status"] == status]
+            if found:
+                return found[0]
+            time.sleep(0.02)
+        raise AssertionError(f"no task became {status} within {timeout}s: {self.rows()}")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, project: Path) -> Store:
+    if request.param == "sqlite":
+        with (project / "kernos.toml").open("a", encoding="utf-8") as config:
+            config.write('engine = "dbos"\n')
+        return Store(project, None)
+    return Store(project, str(request.getfixturevalue("fresh_postgres_url")))
+
+
+def tasks_config(project: Path, **tasks: Any) -> None:
+    """More keys in the project's ``[tasks]`` section (the last of the test config)."""
+    with (project / "kernos.toml").open("a", encoding="utf-8") as config:
+        config.write("".join(f"{k} = {v}\n" for k, v in tasks.items()))
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+def start(
+    store: Store, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]], *args: str
+) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [KERNOS, *args], cwd=store.project, env=store.env(server),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    procs.append(proc)
+    return proc
+
+
+def wait_for(event: threading.Event, what: str, procs: list[subprocess.Popen[str]]) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not event.wait(0.1):
+        for proc in procs:
+            if proc.poll() is not None:
+                _, errors = proc.communicate()
+                raise AssertionError(f"{proc.args[1]} exited {proc.returncode}: {errors}")
+        assert time.monotonic() < deadline, f"{what} within {DEADLINE}s"
+
+
+def transcript(store: Store, server: FakeOpenAIServer, task_id: str) -> list[str]:
+    shown = subprocess.run(
+        [KERNOS, "tasks", "output", task_id], cwd=store.project, env=store.env(server),
+        capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout.splitlines()
+
+
+def cancelled_events(store: Store, server: FakeOpenAIServer, task_id: str) -> list[str]:
+    return [line for line in transcript(store, server, task_id) if "→ cancelled" in line]
+
+
+def stop(worker: subprocess.Popen[str], signum: int) -> tuple[int, str]:
+    """Signal a worker once it is ready (its start line: its signal handlers are in place);
+    its exit code and the rest of its stderr."""
+    assert worker.stderr is not None
+    for line in worker.stderr:
+        if " executing " in line:
+            break
+    worker.send_signal(signum)
+    _, errors = worker.communicate(timeout=DEADLINE)
+    return worker.returncode, errors
+
+
+# -- cancel from a third process ---------------------------------------------------------------
+def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_request(
+    project: Path, store: Store, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    tasks_config(project, run_executes="false", heartbeat="0.5")
+    holding.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("Noted.", when=agent_is("MAIN-AGENT", "task completion"), repeat=True),
+    )
+    worker = start(store, holding, procs, "worker")
+    run = start(store, holding, procs, "run", "survey it", "-q")
+    wait_for(holding.held, "the worker's child reached the model", procs)
+    child = store.wait("running")
+    assert child["executor"] == f"{socket.gethostname()}:{worker.pid}"
+
+    asked = time.monotonic()
+    cancel = subprocess.run(
+        [KERNOS, "tasks", "cancel", child["id"]], cwd=project, env=store.env(holding),
+        capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    answered = time.monotonic() - asked
+    assert cancel.returncode == 0, cancel.stderr
+    assert f"executor {child['executor']}" in cancel.stdout
+    store.wait("cancelled")
+    latency = time.monotonic() - asked
+    deadline = time.monotonic() + DEADLINE
+    while not holding.aborted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    kind = "postgres" if store.url else "sqlite"
+    aborted = holding.aborted[0] - asked if holding.aborted else float("nan")
+    print(f"\ncancel latency on {kind}: the command {answered:.2f}s, `cancelled` {latency:.2f}s, "
+          f"the model request aborted {aborted:.2f}s after the command started")  # fmt: skip
+    assert holding.aborted, "the worker never closed the held model request"
+
+    out, errors = run.communicate(timeout=DEADLINE)
+    assert run.returncode == 0, errors
+    assert out == "Started; waiting.\n"
+    # a cancelled child does not report back (spec/tasks.md §4)
+    assert not [t for t in user_texts(holding, "MAIN-AGENT") if "task completion" in t]
+    (final,) = store.rows()
+    assert final["status"] == "cancelled", final
+    # one process wrote the end: the worker that ran it, not also the run that follows it
+    assert len(cancelled_events(store, holding, child["id"])) == 1
+    code, errors = stop(worker, signal.SIGTERM)  # it went on serving until now
+    assert code == 0, errors
+    assert "0 running children" in errors
+    assert "Traceback" not in errors
+
+
+def test_cancel_of_a_queued_child_whose_run_has_exited_is_final(
+    project: Path, store: Store, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    """The run left its queued child to the workers (``--no-wait``), none was running: a cancel
+    from another process ends it at once, and a worker started later never runs it."""
+    tasks_config(project, run_executes="false", heartbeat="0.5", on_crash='"resume"')
+    holding.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+    )
+    run = start(store, holding, procs, "run", "survey it", "-q", "--no-wait")
+    _, errors = run.communicate(timeout=DEADLINE)
+    assert run.returncode == 0, errors
+    (queued,) = store.rows()
+    assert queued["status"] in ("pending", "running") and queued["executor"] is None
+    cancel = subprocess.run(
+        [KERNOS, "tasks", "cancel", queued["id"]], cwd=project, env=store.env(holding),
+        capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert cancel.returncode == 0, cancel.stderr
+    assert "no executor had taken it" in cancel.stdout
+    assert store.rows()[0]["status"] == "cancelled"
+    worker = start(store, holding, procs, "worker")
+    deadline = time.monotonic() + DEADLINE
+    while store.workflow(queued["id"]) in ("ENQUEUED", None):  # until the worker dequeued it
+        assert time.monotonic() < deadline, store.workflow(queued["id"])
+        time.sleep(0.05)
+    code, errors = stop(worker, signal.SIGTERM)
+    assert code == 0, errors
+    assert not holding.held.is_set()  # the child never reached the model
+    (final,) = store.rows()
+    assert final["status"] == "cancelled" and final["executor"] is None
+
+
+# -- a worker stopped by a signal ----------------------------------------------------------------
+@pytest.mark.parametrize("holding", [1], indirect=True)
+def test_sigterm_leaves_the_running_child_to_another_worker_that_finishes_it(
+    project: Path, fresh_postgres_url: str, holding: HoldingServer,
+    procs: list[subprocess.Popen[str]],
+) -> None:  # fmt: skip
+    store = Store(project, fresh_postgres_url)  # on_crash: "resume", the Postgres default
+    tasks_config(project, run_executes="false", heartbeat="0.5")
+    holding.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT")),
+        text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    workers = [start(store, holding, procs, "worker") for _ in range(2)]
+    run = start(store, holding, procs, "run", "survey it", "-q")
+    wait_for(holding.held, "a worker's child reached the model", procs)
+    child = store.wait("running")
+    (first,) = [w for w in workers if child["executor"].endswith(f":{w.pid}")]
+    (other,) = [w for w in workers if w is not first]
+
+    code, errors = stop(first, signal.SIGTERM)
+    assert code == 0, errors
+    assert errors.splitlines()[-1] == (
+        f"worker {child['executor']} stopped; 1 running child left to other workers to resume"
+    )
+    out, errors = run.communicate(timeout=DEADLINE)
+    assert run.returncode == 0, errors
+    assert out == "Survey: 3 modules.\n"
+    (final,) = store.rows()
+    assert final["status"] == "completed", final
+    assert final["executor"] == f"{socket.gethostname()}:{other.pid}"
+    notices = [t for t in user_texts(holding, "MAIN-AGENT") if "task completion" in t]
+    assert len(notices) == 1 and notices[0].count(f"id:{child['id']} ") == 1
+    assert holding.aborted  # the stopped worker dropped its request; the other sent it again
+    # left, not ended: no other status on the way (never lost, never ended twice)
+    assert [line.split(" (run epoch")[0] for line in transcript(store, holding, child["id"])
+            if line.startswith("[status]")] == [
+        "[status] created → pending", "[status] pending → running", "[status] running → completed"
+    ]  # fmt: skip
+    code, errors = stop(other, signal.SIGINT)
+    assert code == 130, errors
+    assert errors.splitlines()[-1].endswith("stopped; 0 running children left to other workers "
+                                            "to resume")  # fmt: skip
+
+
+def test_sigterm_with_on_crash_lost_ends_the_child_lost(
+    project: Path, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    store = Store(project, None)
+    tasks_config(project, engine='"dbos"', run_executes="false", on_crash='"lost"')
+    holding.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("It was lost.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    worker = start(store, holding, procs, "worker")
+    run = start(store, holding, procs, "run", "survey it", "-q")
+    wait_for(holding.held, "the worker's child reached the model", procs)
+    child = store.wait("running")
+    code, errors = stop(worker, signal.SIGTERM)
+    assert code == 0, errors
+    assert errors.splitlines()[-1] == f"worker {child['executor']} stopped; 1 running child lost"
+    out, errors = run.communicate(timeout=DEADLINE)
+    assert run.returncode == 0, errors
+    assert out == "It was lost.\n"
+    (final,) = store.rows()
+    assert final["status"] == "lost" and "stopped before it finished" in final["error"]
+
+
+def test_worker_help_states_what_a_signal_does_to_its_children() -> None:
+    shown = subprocess.run(
+        [KERNOS, "worker", "--help"], capture_output=True, text=True, timeout=DEADLINE,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    said = " ".join(shown.stdout.split())
+    assert "SIGTERM (exit 0) or SIGINT (exit 130) stops taking children" in said
+    assert 'with [tasks] on_crash = "resume" (the Postgres default)' in said
+    assert "to resume from their last step" in said
+    assert 'with "lost" they end lost' in said
