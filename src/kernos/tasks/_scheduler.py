@@ -406,11 +406,13 @@ class TaskScheduler:
         """Honour ``kernos tasks cancel`` from another process while children are active."""
         while any(r.status in ACTIVE for r in self.records.values()):
             await asyncio.sleep(_CANCEL_POLL_SECONDS)
-            for task_id in self.store.cancel_requests():
+            # off the loop: the read flushes first, and a flush waits while another process
+            # holds the store's write lock (up to its timeout), which must not stall the loop
+            for task_id in await asyncio.to_thread(self.store.cancel_requests):
                 record = self.records.get(task_id)
                 if record is None or record.status not in ACTIVE:
                     continue
-                row = self.store.get(task_id)
+                row = await asyncio.to_thread(self.store.get, task_id)
                 if row is not None and row["status"] == TaskStatus.CANCELLED:
                     # another process recorded the end already: stop the run, write nothing
                     record.status = record.end_as = TaskStatus.CANCELLED
