@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,20 +65,6 @@ def wait_row(project: Path, status: str, timeout: float = 90.0) -> dict[str, Any
             return found
         time.sleep(0.05)
     raise AssertionError(f"no task became {status} within {timeout}s")
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
 
 
 async def test_a_resubmitted_spawn_runs_once(project: Path, server: FakeOpenAIServer) -> None:

@@ -170,20 +170,6 @@ def tasks_config(project: Path, **tasks: Any) -> None:
         config.write("".join(f"{k} = {v}\n" for k, v in tasks.items()))
 
 
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-
-
 def start(
     store: Store, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]], *args: str
 ) -> subprocess.Popen[str]:

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 from tasks_helpers import agent_is, last, text_of
-from test_dbos import procs, row, start, use_dbos  # noqa: F401  (procs: the fixture)
+from test_dbos import row, start, use_dbos
 
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, call_tool
 from kernos.runtime import Runtime, load_config
@@ -262,7 +262,7 @@ async def test_the_local_engine_gives_a_child_the_parent_s_tools_unchanged(
 def test_kill_9_mid_child_resumes_elsewhere_without_running_a_completed_tool_call_again(
     project: Path,
     server: FakeOpenAIServer,
-    procs: list[Any],  # noqa: F811
+    procs: list[Any],
 ) -> None:
     """The child's first request calls a tool that appends a line to a file; its second request
     hangs; its worker is killed; another worker resumes it: the line is there once."""
