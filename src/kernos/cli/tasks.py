@@ -59,12 +59,13 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
     from kernos.runtime import Store, kernos_home
     from kernos.runtime._home import config_file
     from kernos.tasks import TaskStore
-    from kernos.tasks._engine import crash_mode
 
     with config_errors():
         _, data = config_file(config)
     if "store" in data or os.environ.get("KERNOS_STORE_URL"):
         # a store named by the config or the environment: the whole config says where
+        from kernos.tasks._engine import crash_mode  # imports asyncio: only on this path
+
         runtime = open_runtime(config, store=True)
         opened, close = runtime.store, runtime.close
         resume = crash_mode(runtime.config, runtime.config.store_url) == "resume"
