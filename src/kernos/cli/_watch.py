@@ -320,12 +320,16 @@ def watch(
     Ctrl-C is 130 and SIGTERM 143, like every kernos command; ``q`` is 0.
     """
     source = Source(store, limit)
-    previous = signal.getsignal(signal.SIGTERM)
+    # a signal is noted, and the loop ends at its next turn: raised at any point, it could land
+    # inside a store write (a lock taken and never released) and hang the store's close
+    signalled: list[int] = []
 
-    def on_term(signum: int, frame: object) -> None:
-        raise _Stop(128 + signum)
+    def on_signal(signum: int, frame: object) -> None:
+        signalled.append(128 + signum)
 
-    signal.signal(signal.SIGTERM, on_term)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    for number in previous:
+        signal.signal(number, on_signal)
     try:
         if once:
             now = time.time()
@@ -334,20 +338,24 @@ def watch(
             write(json.dumps(document(rows, now)) if as_json else plain(rows))
             return 0
         if as_json or not sys.stdout.isatty():
-            return _refreshing(source, as_json, write)
-        return _Screen(source).run()
+            return _refreshing(source, as_json, write, signalled)
+        return _Screen(source).run(signalled)
     except KeyboardInterrupt:
         return 130
     except _Stop as stop:
         return stop.code
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
-def _refreshing(source: Source, as_json: bool, write: Callable[[str], None]) -> int:
-    """Not a terminal: the table again (or one JSON line) each time something changed."""
+def _refreshing(
+    source: Source, as_json: bool, write: Callable[[str], None], signalled: list[int]
+) -> int:
+    """Not a terminal: the table again (or one JSON line) each time something changed; until a
+    signal (its exit code)."""
     shown: tuple[Any, ...] | None = None
-    while True:
+    while not signalled:
         now = time.time()
         source.poll(now)
         rows = source.rows(now)
@@ -358,6 +366,7 @@ def _refreshing(source: Source, as_json: bool, write: Callable[[str], None]) -> 
                 write(("\n" if shown is not None else "") + plain(rows))
             shown = signature(rows)
         time.sleep(POLL_SECONDS)
+    return signalled[0]
 
 
 # -- the terminal view -------------------------------------------------------------------------
@@ -511,7 +520,8 @@ class _Screen:
         return self.rows[start : start + room]
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self) -> int:
+    def run(self, signalled: list[int]) -> int:
+        """Until ``q`` (0) or a signal (its exit code)."""
         from rich.console import Console
         from rich.live import Live
 
@@ -529,7 +539,7 @@ class _Screen:
         ):
             drawn = 0.0
             polled = 0.0
-            while True:
+            while not signalled:
                 now = time.time()
                 changed = False
                 if now - polled >= POLL_SECONDS:
@@ -548,6 +558,7 @@ class _Screen:
                         return 0
                     self.refresh_tail()
                     live.update(self.render(console, time.time()), refresh=True)
+            return signalled[0]
 
     @staticmethod
     def _read_keys(fd: int | None, timeout: float) -> list[str]:
