@@ -74,9 +74,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Execute sub-agent tasks from the shared queues (the DBOS engine) until stopped.
 
-        SIGTERM (exit 0) or SIGINT (exit 130) stops taking children: with \\[tasks] on_crash =
-        "resume" (the Postgres default) the running ones are left to another worker, or this
-        one's restart, to resume from their last step; with "lost" they end lost.
+        SIGTERM (exit 0) or SIGINT (exit 130) stops taking new children. With
+        \\[tasks] on_crash = "resume" (the PostgreSQL default) the running ones
+        are left to another worker, or to this one's restart, to resume from
+        their last step; with "lost" they end lost.
         """
         import asyncio
         import signal

@@ -330,7 +330,7 @@ class TaskStore:
             runs_it = f"executor {row['executor']}"
         return True, (
             f"cancel requested for {task_id} ({row['status']}); the process running it "
-            f"({runs_it}) stops it within a second"
+            f"({runs_it}) stops it at its next cancel check, at most 0.5 s away"
         )
 
     def request_cancel(self, task_id: str) -> None:
