@@ -1,0 +1,181 @@
+"""Workers in network namespaces of their own (issue 11): each ``kernos worker`` reaches
+PostgreSQL and the model only over a veth link to the host, so what crosses the network between
+the run, the workers, the store and the model is really tested. Needs root (CAP_NET_ADMIN) and
+iproute2; skipped with the reason otherwise."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tasks_helpers import agent_is, last
+from test_dbos import KERNOS, env, kill_9_mid_child_resumes_elsewhere
+from test_dbos_postgres import counting_server, three_workers_fan_out
+from tests._netns import Namespaces, NetnsUnavailable, pick_subnet, remove_stale
+from tests._postgres import PostgresServer, create_database, postgres_missing
+
+from kernos.testing import FakeOpenAIServer
+
+
+def namespaces(count: int) -> Namespaces:
+    try:
+        return Namespaces(count).start()
+    except NetnsUnavailable as exc:
+        pytest.skip(f"no network namespaces here: {exc}")
+
+
+@pytest.fixture
+def links() -> Iterator[Namespaces]:
+    """Three namespaces, each joined to the host by a veth pair; deleted after the test."""
+    net = namespaces(3)
+    try:
+        yield net
+    finally:
+        net.stop()
+
+
+@pytest.fixture
+def linked_postgres(links: Namespaces) -> Iterator[str]:
+    """A PostgreSQL of this test's own listening on the links' host address too: the URL of an
+    empty database through that address."""
+    missing = postgres_missing()
+    if missing is not None:
+        if os.environ.get("KERNOS_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"KERNOS_REQUIRE_POSTGRES=1 but {missing}", pytrace=False)
+        pytest.skip(missing)
+    with PostgresServer(listen=[links.interface]) as pg:
+        yield create_database(pg.url).replace("@127.0.0.1:", f"@{links.host}:")
+
+
+def pg_row(url: str, status: str) -> dict[str, Any] | None:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        return conn.execute("SELECT * FROM tasks WHERE status = %s", (status,)).fetchone()
+
+
+def reaches(net: Namespaces, n: int, host: str, port: int) -> bool:
+    """Whether a process in namespace ``n`` can open a TCP connection to ``host:port``."""
+    probe = (
+        "import socket, sys\n"
+        "try:\n"
+        f"    socket.create_connection(({host!r}, {port}), timeout=5).close()\n"
+        "except OSError:\n"
+        "    sys.exit(1)\n"
+    )
+    done = subprocess.run(net.exec(n, [sys.executable, "-c", probe]), timeout=30, check=False)
+    return done.returncode == 0
+
+
+def children_clients(server: FakeOpenAIServer) -> list[str]:
+    """The address each child (EXPLORE-AGENT) request came from, in arrival order."""
+    pairs = zip(server.requests, server.clients, strict=True)
+    return [client for request, client in pairs if agent_is("EXPLORE-AGENT")(request)]
+
+
+# -- the helper itself -----------------------------------------------------------------------------
+def test_a_subnet_is_picked_from_the_pid_and_skips_those_in_use() -> None:
+    used = [ipaddress.IPv4Network("10.200.5.0/24"), ipaddress.IPv4Network("10.200.0.0/22")]
+    assert str(pick_subnet(5, [])) == "10.200.5.0/24"
+    assert str(pick_subnet(5, used)) == "10.200.6.0/24"
+    assert str(pick_subnet(1, used)) == "10.200.4.0/24"  # 10.200.1-3 are inside the /22
+    assert str(pick_subnet(51 * 256 + 7, [])) == "10.200.7.0/24"
+    assert str(pick_subnet(51 * 256 - 1, [])) == "10.250.255.0/24"
+
+
+def test_namespaces_a_dead_pytest_left_behind_are_removed_and_ours_too(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = f"kn{dead.pid}"
+    try:
+        created = subprocess.run(["ip", "netns", "add", f"{stale}n0"], capture_output=True)
+        if created.returncode != 0:
+            pytest.skip(f"no network namespaces here: {created.stderr.decode().strip()}")
+        subprocess.run(
+            ["ip", "link", "add", f"{stale}h0", "type", "veth", "peer", "name", f"{stale}p0"],
+            check=True,
+        )
+        net = namespaces(1)
+        try:
+            assert not {f"{stale}n0", f"{stale}h0", f"{stale}p0"} & set(_names())
+            ours = net.namespaces[0]
+            assert {ours.name, ours.host_end, net.bridge} <= set(_names())
+            assert ipaddress.ip_address(ours.address) in net.network
+            assert reaches(net, 0, "127.0.0.1", 9) is False  # nothing of the host's loopback
+        finally:
+            net.stop()
+        assert not {ours.name, ours.host_end, net.bridge} & set(_names())
+    finally:
+        remove_stale()
+
+
+def _names() -> list[str]:
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    names = [line.split()[1].rstrip(":").split("@")[0] for line in links.splitlines()]
+    return names + [line.split()[0] for line in spaces.splitlines() if line]
+
+
+# -- workers in namespaces -------------------------------------------------------------------------
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_three_namespaced_workers_share_the_global_limit_over_the_link(
+    project: Path, links: Namespaces, linked_postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = int(linked_postgres.rsplit(":", 1)[1].split("/")[0])
+    assert reaches(links, 0, links.host, port)  # the store, over the link
+    assert not reaches(links, 0, "127.0.0.1", port)  # and only over it
+    with counting_server(monkeypatch, host=links.host) as counting:
+        workers, tasks = three_workers_fan_out(
+            project, counting, linked_postgres, lambda n: links.exec(n, [KERNOS, "worker"])
+        )
+        # (executors named a namespaced worker's pid: checked by three_workers_fan_out)
+        clients = children_clients(counting)
+        parents = {c for r, c in zip(counting.requests, counting.clients, strict=True)
+                   if agent_is("MAIN-AGENT")(r)}  # fmt: skip
+    assert len(clients) == 12
+    assert set(clients) <= {ns.address for ns in links.namespaces}  # from inside, over a link
+    assert parents == {links.host}  # the run, on the host
+    # the namespaces the children's requests came from are those of the workers named executors
+    where = {f":{w.pid}": links.namespaces[n].address for n, w in enumerate(workers)}
+    assert set(clients) == {where[t["executor"][t["executor"].rindex(":") :]] for t in tasks}
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_kill_9_of_a_namespaced_worker_mid_child_resumes_on_another_over_the_link(
+    project: Path,
+    links: Namespaces,
+    linked_postgres: str,
+    procs: list[subprocess.Popen[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KERNOS_STORE_URL", linked_postgres)
+    with FakeOpenAIServer(host=links.host) as server:
+        started: list[int] = []
+
+        def start_worker() -> subprocess.Popen[str]:
+            started.append(len(started))
+            return subprocess.Popen(
+                links.exec(started[-1], [KERNOS, "worker"]), cwd=project,
+                env=env(project, server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+
+        first, _ = kill_9_mid_child_resumes_elsewhere(
+            project, server, procs, start_worker, lambda status: pg_row(linked_postgres, status)
+        )
+        clients = children_clients(server)
+        roles = [last(r).get("role") for r in server.requests if agent_is("EXPLORE-AGENT")(r)]
+    assert first.returncode == -signal.SIGKILL
+    a, b = (ns.address for ns in links.namespaces[:2])
+    # step 1 and the in-flight step 2 on the killed worker's namespace, step 2 again on the other's
+    assert list(zip(roles, clients, strict=True)) == [("user", a), ("tool", a), ("tool", b)]
