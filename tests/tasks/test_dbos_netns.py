@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from tests._netns import Namespaces, NetnsUnavailable, pick_subnet, remove_stale
 from tests._postgres import PostgresServer, create_database, postgres_missing
 
 from kernos.testing import FakeOpenAIServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def namespaces(count: int) -> Namespaces:
@@ -115,6 +118,32 @@ def test_namespaces_a_dead_pytest_left_behind_are_removed_and_ours_too(tmp_path:
         assert not {ours.name, ours.host_end, net.bridge} & set(_names())
     finally:
         remove_stale()
+
+
+def test_without_the_privilege_or_the_command_the_helper_says_why_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What makes the namespace tests skip: an unprivileged user (no CAP_NET_ADMIN), no `ip`."""
+    python = Path("/usr/bin/python3")  # the venv's may not be readable by an unprivileged user
+    if os.geteuid() != 0 or shutil.which("runuser") is None or not python.is_file():
+        pytest.skip("needs root, runuser and /usr/bin/python3 to try as an unprivileged user")
+    program = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+        "from tests._netns import Namespaces, NetnsUnavailable\n"
+        "try:\n"
+        "    Namespaces(1).start()\n"
+        "except NetnsUnavailable as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        ["runuser", "-u", "nobody", "--", str(python), "-c", program], cwd="/",
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert done.stdout.startswith("`ip netns add kn") and "failed: " in done.stdout
+    assert done.stdout.count("\n") == 1 and done.stderr == ""
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(NetnsUnavailable, match=r"^no `ip` command \(iproute2\)"):
+        Namespaces(1).start()
 
 
 def _names() -> list[str]:
