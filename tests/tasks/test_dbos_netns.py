@@ -9,20 +9,23 @@ import ipaddress
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, last
-from test_dbos import KERNOS, env, kill_9_mid_child_resumes_elsewhere
+from test_dbos import KERNOS, SPAWN, env, kill_9_mid_child_resumes_elsewhere, start, use_dbos
 from test_dbos_postgres import counting_server, three_workers_fan_out
 from tests._netns import Namespaces, NetnsUnavailable, pick_subnet, remove_stale
 from tests._postgres import PostgresServer, create_database, postgres_missing
 
-from kernos.testing import FakeOpenAIServer
+from kernos.testing import FakeOpenAIServer, text, tool_call
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,8 +64,11 @@ def pg_row(url: str, status: str) -> dict[str, Any] | None:
     import psycopg
     from psycopg.rows import dict_row
 
-    with psycopg.connect(url, row_factory=dict_row) as conn:
-        return conn.execute("SELECT * FROM tasks WHERE status = %s", (status,)).fetchone()
+    try:
+        with psycopg.connect(url, row_factory=dict_row) as conn:
+            return conn.execute("SELECT * FROM tasks WHERE status = %s", (status,)).fetchone()
+    except psycopg.errors.UndefinedTable:
+        return None  # no kernos process has created the store yet
 
 
 def reaches(net: Namespaces, n: int, host: str, port: int) -> bool:
@@ -76,6 +82,16 @@ def reaches(net: Namespaces, n: int, host: str, port: int) -> bool:
     )
     done = subprocess.run(net.exec(n, [sys.executable, "-c", probe]), timeout=30, check=False)
     return done.returncode == 0
+
+
+def worker_in(
+    net: Namespaces, n: int, project: Path, server: FakeOpenAIServer
+) -> subprocess.Popen[str]:
+    """``kernos worker`` in namespace ``n``, its store and model through the link."""
+    return subprocess.Popen(
+        net.exec(n, [KERNOS, "worker"]), cwd=project, env=env(project, server),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
 
 
 def children_clients(server: FakeOpenAIServer) -> list[str]:
@@ -193,11 +209,7 @@ def test_kill_9_of_a_namespaced_worker_mid_child_resumes_on_another_over_the_lin
 
         def start_worker() -> subprocess.Popen[str]:
             started.append(len(started))
-            return subprocess.Popen(
-                links.exec(started[-1], [KERNOS, "worker"]), cwd=project,
-                env=env(project, server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
+            return worker_in(links, started[-1], project, server)
 
         first, _ = kill_9_mid_child_resumes_elsewhere(
             project, server, procs, start_worker, lambda status: pg_row(linked_postgres, status)
@@ -208,3 +220,61 @@ def test_kill_9_of_a_namespaced_worker_mid_child_resumes_on_another_over_the_lin
     a, b = (ns.address for ns in links.namespaces[:2])
     # step 1 and the in-flight step 2 on the killed worker's namespace, step 2 again on the other's
     assert list(zip(roles, clients, strict=True)) == [("user", a), ("tool", a), ("tool", b)]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_worker_cut_off_mid_child_falls_silent_and_another_resumes_its_child(
+    project: Path,
+    links: Namespaces,
+    linked_postgres: str,
+    procs: list[subprocess.Popen[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker is alive but its link is down: its heartbeat lapses, another worker resumes
+    the child (``on_crash = "resume"``), which ends ``completed`` there, never stuck running."""
+    use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
+    monkeypatch.setenv("KERNOS_STORE_URL", linked_postgres)
+    gate = threading.Event()
+    with FakeOpenAIServer(host=links.host) as server:
+        server.script(
+            tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+            text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+            text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT"), hold=gate,
+                 repeat=True),
+            text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+        )  # fmt: skip
+        workers = [worker_in(links, n, project, server) for n in range(2)]
+        procs.extend(workers)
+        run = start(project, server, "run", "survey it", "-q")
+        procs.append(run)
+        wait_for(lambda: children_clients(server), "the child's request")
+        running = wait_for(lambda: executor_of(pg_row(linked_postgres, "running")), "executor")
+        pid = int(running.rsplit(":", 1)[1])
+        (cut,) = [n for n, w in enumerate(workers) if w.pid == pid]
+        links.cut(cut)
+        wait_for(lambda: len(children_clients(server)) == 2, "the child to resume elsewhere")
+        gate.set()
+        out, errors = run.communicate(timeout=120)
+        clients = children_clients(server)
+    workers[cut].kill()  # cut off, it would never finish its own store writes
+    workers[cut].communicate(timeout=30)
+    assert run.returncode == 0, errors
+    assert out == "Survey: 3 modules.\n"  # one notice, from the resumed child
+    task = pg_row(linked_postgres, "completed")
+    other = 1 - cut
+    assert task is not None and task["executor"] == f"{socket.gethostname()}:{workers[other].pid}"
+    assert clients == [links.namespaces[cut].address, links.namespaces[other].address]
+    assert pg_row(linked_postgres, "running") is None
+
+
+def executor_of(row: dict[str, Any] | None) -> str:
+    return str(row["executor"] or "") if row is not None else ""
+
+
+def wait_for(probe: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := probe()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return found
