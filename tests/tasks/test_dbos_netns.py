@@ -224,16 +224,19 @@ def test_kill_9_of_a_namespaced_worker_mid_child_resumes_on_another_over_the_lin
 
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_a_worker_cut_off_mid_child_falls_silent_and_another_resumes_its_child(
+@pytest.mark.parametrize("on_crash", ["resume", "lost"])
+def test_a_worker_cut_off_mid_child_falls_silent_and_its_child_resumes_elsewhere_or_is_lost(
     project: Path,
     links: Namespaces,
     linked_postgres: str,
     procs: list[subprocess.Popen[str]],
     monkeypatch: pytest.MonkeyPatch,
+    on_crash: str,
 ) -> None:
-    """The worker is alive but its link is down: its heartbeat lapses, another worker resumes
-    the child (``on_crash = "resume"``), which ends ``completed`` there, never stuck running."""
-    use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
+    """The worker is alive but its link is down: its heartbeat lapses and the other worker
+    settles the child per ``on_crash``: resumed there and ``completed``, or ``lost``; never
+    stuck running."""
+    use_dbos(project, run_executes="false", on_crash=f'"{on_crash}"', heartbeat="0.5")
     monkeypatch.setenv("KERNOS_STORE_URL", linked_postgres)
     gate = threading.Event()
     with FakeOpenAIServer(host=links.host) as server:
@@ -242,7 +245,8 @@ def test_a_worker_cut_off_mid_child_falls_silent_and_another_resumes_its_child(
             text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
             text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT"), hold=gate,
                  repeat=True),
-            text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
+            text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "status:completed")),
+            text("The survey was lost.", when=agent_is("MAIN-AGENT", "status:lost")),
         )  # fmt: skip
         workers = [worker_in(links, n, project, server) for n in range(2)]
         procs.extend(workers)
@@ -253,19 +257,29 @@ def test_a_worker_cut_off_mid_child_falls_silent_and_another_resumes_its_child(
         pid = int(running.rsplit(":", 1)[1])
         (cut,) = [n for n, w in enumerate(workers) if w.pid == pid]
         links.cut(cut)
-        wait_for(lambda: len(children_clients(server)) == 2, "the child to resume elsewhere")
+        if on_crash == "resume":
+            wait_for(lambda: len(children_clients(server)) == 2, "the child to resume elsewhere")
+        else:
+            wait_for(lambda: pg_row(linked_postgres, "lost"), "the child to be lost")
         gate.set()
         out, errors = run.communicate(timeout=120)
         clients = children_clients(server)
     workers[cut].kill()  # cut off, it would never finish its own store writes
     workers[cut].communicate(timeout=30)
     assert run.returncode == 0, errors
-    assert out == "Survey: 3 modules.\n"  # one notice, from the resumed child
-    task = pg_row(linked_postgres, "completed")
-    other = 1 - cut
-    assert task is not None and task["executor"] == f"{socket.gethostname()}:{workers[other].pid}"
-    assert clients == [links.namespaces[cut].address, links.namespaces[other].address]
     assert pg_row(linked_postgres, "running") is None
+    other = 1 - cut
+    if on_crash == "resume":
+        assert out == "Survey: 3 modules.\n"  # one notice, from the resumed child
+        task = pg_row(linked_postgres, "completed")
+        assert task is not None
+        assert task["executor"] == f"{socket.gethostname()}:{workers[other].pid}"
+        assert clients == [links.namespaces[cut].address, links.namespaces[other].address]
+    else:
+        assert out == "The survey was lost.\n"
+        task = pg_row(linked_postgres, "lost")
+        assert task is not None and "stopped answering" in task["error"]
+        assert clients == [links.namespaces[cut].address]  # not run again anywhere
 
 
 def executor_of(row: dict[str, Any] | None) -> str:
