@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 _PREFIX = "kn"
 _OURS = re.compile(rf"^{_PREFIX}(\d+)[bhpn]\d*$")
+_NO_IP = "no `ip` command (iproute2) to create network namespaces"
 _SUBNETS = 51 * 256  # 10.200.0.0/24 … 10.250.255.0/24
 
 
@@ -47,7 +48,14 @@ class Namespace:
 
 
 def _ip(*argv: str, check: bool = True) -> str:
-    done = subprocess.run(["ip", *argv], capture_output=True, text=True, check=False, timeout=30)
+    try:
+        done = subprocess.run(
+            ["ip", *argv], capture_output=True, text=True, check=False, timeout=30
+        )
+    except FileNotFoundError:
+        if check:
+            raise NetnsUnavailable(_NO_IP) from None
+        return ""
     if check and done.returncode != 0:
         reason = (done.stderr.strip() or f"exit {done.returncode}").splitlines()[0]
         raise NetnsUnavailable(f"`ip {' '.join(argv)}` failed: {reason}")
@@ -158,7 +166,7 @@ class Namespaces:
 
     def start(self) -> Namespaces:
         if shutil.which("ip") is None:
-            raise NetnsUnavailable("no `ip` command (iproute2) to create network namespaces")
+            raise NetnsUnavailable(_NO_IP)
         remove_stale()
         self.network = pick_subnet(self.pid, _used_networks())
         try:
