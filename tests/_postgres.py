@@ -27,7 +27,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PG_BIN = Path(os.environ.get("KERNOS_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -72,10 +72,15 @@ class PostgresServer:
     Args:
         listen: more addresses to listen on besides 127.0.0.1, each with its prefix length
             (``"10.201.7.1/24"``); connections from those networks are trusted too.
+        settings: more server settings (``-c name=value``), e.g.
+            ``{"idle_in_transaction_session_timeout": "10s"}``.
     """
 
-    def __init__(self, listen: Sequence[str] = ()) -> None:
+    def __init__(
+        self, listen: Sequence[str] = (), settings: Mapping[str, str] | None = None
+    ) -> None:
         self.listen = [ipaddress.ip_interface(address) for address in listen]
+        self.settings = dict(settings or {})
         self.root = Path(tempfile.mkdtemp(prefix="kernos-pg-"))
         self.data = self.root / "data"
         self.socket_dir = self.root / "sock"
@@ -117,7 +122,7 @@ class PostgresServer:
                 f"-c listen_addresses={addresses} -p {self.port} -k {self.socket_dir} "
                 "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                 "-c max_connections=200"
-            )
+            ) + "".join(f" -c {name}={value}" for name, value in self.settings.items())
             done = subprocess.run(
                 _as_postgres(
                     str(PG_BIN / "pg_ctl"),

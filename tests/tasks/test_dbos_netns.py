@@ -56,7 +56,11 @@ def linked_postgres(links: Namespaces) -> Iterator[str]:
         if os.environ.get("KERNOS_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"KERNOS_REQUIRE_POSTGRES=1 but {missing}", pytrace=False)
         pytest.skip(missing)
-    with PostgresServer(listen=[links.interface]) as pg:
+    # A worker whose link is cut inside a transaction leaves its backend idle in it, holding its
+    # row locks (the reaper lease, a task row) until TCP gives up, hours later: another worker's
+    # reaper would wait for them. The timeout ends such a transaction, as a deployment's should.
+    settings = {"idle_in_transaction_session_timeout": "10s"}
+    with PostgresServer(listen=[links.interface], settings=settings) as pg:
         yield create_database(pg.url).replace("@127.0.0.1:", f"@{links.host}:")
 
 
