@@ -7,6 +7,10 @@ through ``runuser -u postgres --``. The server listens on 127.0.0.1 at a free po
 socket inside the temporary directory (never in /var/run), trusts every local connection and runs
 with ``fsync=off``: the data is thrown away, so durability buys nothing here.
 
+``PostgresServer(listen=["10.201.7.1/24"])`` also listens on that address and trusts clients from
+its network (processes in another network namespace, see ``tests/_netns.py``); every other test
+keeps the default, 127.0.0.1 only.
+
 ``KERNOS_TEST_PG_BIN`` points at other server binaries (default ``/usr/lib/postgresql/15/bin``).
 ``PostgresServer.stop()`` stops the server and removes the directory; it is safe to call twice
 and is also registered with ``atexit`` so an interrupted test run leaves nothing running.
@@ -16,12 +20,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ipaddress
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PG_BIN = Path(os.environ.get("KERNOS_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -61,9 +67,20 @@ def _as_postgres(*argv: str) -> list[str]:
 
 
 class PostgresServer:
-    """One PostgreSQL cluster in a temporary directory; ``url`` is its superuser DSN."""
+    """One PostgreSQL cluster in a temporary directory; ``url`` is its superuser DSN.
 
-    def __init__(self) -> None:
+    Args:
+        listen: more addresses to listen on besides 127.0.0.1, each with its prefix length
+            (``"10.201.7.1/24"``); connections from those networks are trusted too.
+        settings: more server settings (``-c name=value``), e.g.
+            ``{"idle_in_transaction_session_timeout": "10s"}``.
+    """
+
+    def __init__(
+        self, listen: Sequence[str] = (), settings: Mapping[str, str] | None = None
+    ) -> None:
+        self.listen = [ipaddress.ip_interface(address) for address in listen]
+        self.settings = dict(settings or {})
         self.root = Path(tempfile.mkdtemp(prefix="kernos-pg-"))
         self.data = self.root / "data"
         self.socket_dir = self.root / "sock"
@@ -92,15 +109,20 @@ class PostgresServer:
             "--locale=C",
             "--no-sync",
         )
+        if self.listen:
+            with (self.data / "pg_hba.conf").open("a", encoding="utf-8") as hba:
+                for interface in self.listen:
+                    hba.write(f"host all all {interface.network} trust\n")
         # A free port can be taken between the probe and the bind by another engineer's run:
         # try a few before giving up.
+        addresses = ",".join(["127.0.0.1", *(str(i.ip) for i in self.listen)])
         for attempt in range(5):
             self.port = _free_port()
             options = (
-                f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir} "
+                f"-c listen_addresses={addresses} -p {self.port} -k {self.socket_dir} "
                 "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                 "-c max_connections=200"
-            )
+            ) + "".join(f" -c {name}={value}" for name, value in self.settings.items())
             done = subprocess.run(
                 _as_postgres(
                     str(PG_BIN / "pg_ctl"),

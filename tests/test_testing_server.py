@@ -417,6 +417,27 @@ def test_lifecycle() -> None:
         fake.assert_all_consumed()
 
 
+def test_the_server_binds_the_host_given_and_records_each_request_s_peer() -> None:
+    """``host=`` binds another address (a virtual link's, in the network-namespace tests);
+    ``clients`` names where each request came from."""
+    program = (
+        "import http.client, json, sys\n"
+        "host, port = sys.argv[1].split('//')[1].split('/')[0].split(':')\n"
+        "for source in ('127.0.0.3', '127.0.0.4'):\n"
+        "    c = http.client.HTTPConnection(host, int(port), source_address=(source, 0))\n"
+        "    body = json.dumps({'model': 'x', 'messages': [{'role': 'user', 'content': 'hi'}]})\n"
+        "    c.request('POST', '/v1/chat/completions', body)\n"
+        "    assert c.getresponse().status == 200\n"
+    )
+    with FakeOpenAIServer(text("one"), text("two"), host="127.0.0.2") as fake:
+        assert fake.base_url.startswith("http://127.0.0.2:")
+        subprocess.run(  # a subprocess: this test process may connect to 127.0.0.1 only
+            [sys.executable, "-c", program, fake.base_url], timeout=60, check=True
+        )
+        assert len(fake.requests) == 2
+        assert fake.clients == ["127.0.0.3", "127.0.0.4"]
+
+
 def test_subprocess_reaches_the_server_through_env(server: FakeOpenAIServer) -> None:
     server.script(text("from the fake"))
     program = (

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,17 @@ def test_a_worker_runs_a_run_s_child_and_the_parent_gets_one_notice(
     assert f"executor: {socket.gethostname()}:{worker.pid} (dbos engine)" in shown.stdout
 
 
-@pytest.mark.slow
-def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
-) -> None:
+def kill_9_mid_child_resumes_elsewhere(
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    start_worker: Callable[[], subprocess.Popen[str]],
+    read_row: Callable[[str], dict[str, Any] | None],
+) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """A worker (``start_worker()``) is SIGKILLed while its child's second model request is in
+    flight; a second worker resumes the child: its completed first step is not sent again, only
+    the in-flight one, and it ends ``completed`` (``read_row(status)`` reads the store). Returns
+    the killed worker and the one that resumed."""
     use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
     gate = threading.Event()
 
@@ -149,7 +157,7 @@ def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps
         text("The survey found 3 modules.", when=second_request, hold=gate, repeat=True),
         text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    first = start(project, server, "worker")
+    first = start_worker()
     procs.append(first)
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
@@ -159,13 +167,13 @@ def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps
         time.sleep(0.05)
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
-    second = start(project, server, "worker")
+    second = start_worker()
     procs.append(second)
     gate.set()
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors
     assert out == "Survey: 3 modules.\n"
-    task = row(project, "completed")
+    task = read_row("completed")
     assert task is not None and task["executor"] == f"{socket.gethostname()}:{second.pid}"
     firsts = [
         r for r in server.requests
@@ -173,6 +181,17 @@ def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps
     ]  # fmt: skip
     assert len(firsts) == 1  # the completed step was replayed from its record, not re-sent
     assert sum(1 for r in server.requests if second_request(r)) == 2  # the in-flight one again
+    return first, second
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps(
+    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    kill_9_mid_child_resumes_elsewhere(
+        project, server, procs, lambda: start(project, server, "worker"),
+        lambda status: row(project, status),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("chosen", ["", "lean"])

@@ -10,7 +10,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,11 @@ class CountingServer(FakeOpenAIServer):
                 self.inflight -= 1
 
 
-@pytest.fixture
-def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingServer]:
+@contextmanager
+def counting_server(
+    monkeypatch: pytest.MonkeyPatch, host: str = "127.0.0.1"
+) -> Iterator[CountingServer]:
+    """A :class:`CountingServer` on ``host`` answering each request after 0.3 s."""
     original = _server._Handler.do_POST
 
     def do_post(handler: Any) -> None:
@@ -62,13 +66,26 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingServer]:
                 fake.done()
 
     monkeypatch.setattr(_server._Handler, "do_POST", do_post)
-    with CountingServer(delay=0.3) as fake:
+    with CountingServer(delay=0.3, host=host) as fake:
         yield fake
 
 
-def test_three_workers_share_the_global_limit_and_the_parent_gets_each_notice_once(
-    project: Path, counting: CountingServer, fresh_postgres_url: str
-) -> None:
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingServer]:
+    with counting_server(monkeypatch) as fake:
+        yield fake
+
+
+def three_workers_fan_out(
+    project: Path,
+    counting: CountingServer,
+    store_url: str,
+    worker: Callable[[int], list[str]] = lambda n: [KERNOS, "worker"],
+) -> tuple[list[subprocess.Popen[str]], list[dict[str, Any]]]:
+    """Three workers (``worker(n)`` is the command of the n-th) and one ``kernos run`` with
+    ``run_executes = false`` spawn and run 12 background children at concurrency 2; checks the
+    limit held, every child completed on a worker and the parent got each notice once. Returns
+    the (stopped) workers and the ``tasks list --json`` rows."""
     path = project / "kernos.toml"
     config = path.read_text(encoding="utf-8").replace("concurrency = 5", "concurrency = 2")
     path.write_text(config + "run_executes = false\nheartbeat = 0.5\n", encoding="utf-8")
@@ -81,13 +98,11 @@ def test_three_workers_share_the_global_limit_and_the_parent_gets_each_notice_on
         text("Noted.", when=agent_is("MAIN-AGENT", "task completion"), repeat=True),
     )
     env = {**os.environ, **counting.env(), "KERNOS_HOME": str(project / ".kernos"),
-           "KERNOS_STORE_URL": fresh_postgres_url}  # fmt: skip
+           "KERNOS_STORE_URL": store_url}  # fmt: skip
     env.pop("KERNOS_TASK_ENGINE", None)  # auto: DBOS, since the store is PostgreSQL
     workers = [
-        subprocess.Popen(
-            [KERNOS, "worker"], cwd=project, env=env, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(3)
+        subprocess.Popen(worker(n), cwd=project, env=env, stderr=subprocess.PIPE, text=True)
+        for n in range(3)
     ]
     try:
         run = subprocess.run(
@@ -100,12 +115,12 @@ def test_three_workers_share_the_global_limit_and_the_parent_gets_each_notice_on
             [KERNOS, "tasks", "list", "--json", "-n", "100"], cwd=project, env=env,
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        tasks = json.loads(listed.stdout)["tasks"]
+        tasks: list[dict[str, Any]] = json.loads(listed.stdout)["tasks"]
     finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            worker.communicate(timeout=60)
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        for proc in workers:
+            proc.communicate(timeout=60)
     assert len(tasks) == CHILDREN
     assert {t["status"] for t in tasks} == {"completed"}
     pids = {f":{w.pid}" for w in workers}
@@ -114,3 +129,10 @@ def test_three_workers_share_the_global_limit_and_the_parent_gets_each_notice_on
     notices = "\n".join(t for t in user_texts(counting, "MAIN-AGENT") if "task completion" in t)
     noticed = re.findall(r"id:(t_[0-9a-f]{8}) ", notices)
     assert sorted(noticed) == sorted(t["id"] for t in tasks)  # each id once
+    return workers, tasks
+
+
+def test_three_workers_share_the_global_limit_and_the_parent_gets_each_notice_once(
+    project: Path, counting: CountingServer, fresh_postgres_url: str
+) -> None:
+    three_workers_fan_out(project, counting, fresh_postgres_url)

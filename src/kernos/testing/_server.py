@@ -38,6 +38,8 @@ class FakeOpenAIServer:
     Args:
         *replies: an initial script; :meth:`script` appends more.
         delay: seconds to wait before each answer (settable later; for latency benchmarks).
+        host: the address to bind (default loopback), e.g. a virtual link's host end, for
+            clients in another network namespace.
 
     Example::
 
@@ -46,12 +48,14 @@ class FakeOpenAIServer:
         assert server.tool_results() == ["x found"]
     """
 
-    def __init__(self, *replies: Reply, delay: float = 0.0) -> None:
+    def __init__(self, *replies: Reply, delay: float = 0.0, host: str = "127.0.0.1") -> None:
         self.delay = delay
+        self.host = host
         self._lock = threading.Lock()
         self._script: list[Reply] = list(replies)
         self._requests: list[dict[str, Any]] = []
         self._auth_headers: list[str] = []
+        self._clients: list[str] = []
         self._unmatched: list[str] = []
         self._counter = 0
         self._httpd: _HTTPServer | None = None
@@ -60,14 +64,14 @@ class FakeOpenAIServer:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> FakeOpenAIServer:
-        """Bind a free loopback port and serve in a daemon thread; returns ``self``.
+        """Bind a free port on :attr:`host` and serve in a daemon thread; returns ``self``.
 
         Raises:
             RuntimeError: the server is already running.
         """
         if self._httpd is not None:
             raise RuntimeError("FakeOpenAIServer is already running; call stop() before start()")
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _HTTPServer((self.host, 0), _Handler)
         httpd.fake = self
         thread = threading.Thread(
             target=httpd.serve_forever,
@@ -105,7 +109,7 @@ class FakeOpenAIServer:
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1`` — what an OpenAI client takes as its base URL.
+        """``http://HOST:PORT/v1`` — what an OpenAI client takes as its base URL.
 
         Raises:
             RuntimeError: the server is not running.
@@ -114,7 +118,7 @@ class FakeOpenAIServer:
             raise RuntimeError(
                 "FakeOpenAIServer is not running; call start() or use it as a context manager"
             )
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"http://{self.host}:{self._httpd.server_address[1]}/v1"
 
     def env(self) -> dict[str, str]:
         """Environment variables that point an OpenAI client in a subprocess at this server."""
@@ -141,6 +145,12 @@ class FakeOpenAIServer:
         """
         with self._lock:
             return list(self._auth_headers)
+
+    @property
+    def clients(self) -> list[str]:
+        """The address each entry in :attr:`requests` came from (which process, which host)."""
+        with self._lock:
+            return list(self._clients)
 
     @property
     def unmatched(self) -> list[str]:
@@ -192,6 +202,7 @@ class FakeOpenAIServer:
         with self._lock:
             self._requests.append(request)
             self._auth_headers.append(authorization)
+            self._clients.append(getattr(_client, "address", ""))
             reply = self._take(request)
             if reply is None:
                 latest = latest_message(request)[:200]
@@ -232,6 +243,7 @@ class _Planned:
         }
 
 
+_client = threading.local()  # the peer of the request this handler thread is answering
 _HOLD_LIMIT = 60.0  # a held reply is sent anyway after this long, so a forgotten event never hangs
 
 
@@ -285,6 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake = self.server.fake
         try:
+            _client.address = str(self.client_address[0])  # for _answer, in this thread
             planned = fake._answer(request, self.headers.get("Authorization") or "")
         except Exception as exc:  # a when= callable raised: say so rather than drop the connection
             message = f"FakeOpenAIServer: matching the script failed: {type(exc).__name__}: {exc}"
