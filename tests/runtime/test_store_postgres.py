@@ -3,6 +3,8 @@ network cut). The writes of the failed flush stay buffered and commit once conne
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
@@ -39,3 +41,18 @@ def test_a_read_after_the_connection_dropped_connects_again(fresh_postgres_url: 
         store.turns("s_2")
     assert [t["text"] for t in store.turns("s_2")] == ["kept"]
     store.close()
+
+
+def test_a_transaction_its_client_left_idle_does_not_hold_the_lock(fresh_postgres_url: str) -> None:
+    """A client cut off mid-transaction sends nothing more; the server ends the transaction once
+    it has been idle as long as the store's timeout, and another writer gets the lock."""
+    gone, other = Store(fresh_postgres_url, timeout=1.0), Store(fresh_postgres_url, timeout=5.0)
+    with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout), gone.transaction() as conn:
+        conn.execute("SELECT 1")  # holds the writer's lock, then says nothing more
+        time.sleep(3)
+        other.record_turn("s_3", "main", "user", "written")  # waits up to 5 s for the lock
+        assert count_turns(fresh_postgres_url, "s_3") == 1
+    gone.record_turn("s_3", "main", "assistant", "connected again")  # nothing else was lost
+    assert count_turns(fresh_postgres_url, "s_3") == 2
+    other.close()
+    gone.close()

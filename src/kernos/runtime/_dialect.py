@@ -16,7 +16,8 @@ differs sits in one of the two dialect objects below, so :class:`kernos.runtime.
   ``COMMIT``, so the lock is held across one round trip to this process, not one per statement;
 - a write that cannot be stored: SQLite undoes just that statement (statement-level ABORT);
   PostgreSQL aborts the transaction, so the batch is redone with one savepoint per statement;
-- waiting for the lock: ``busy_timeout`` → ``lock_timeout``;
+- waiting for the lock: ``busy_timeout`` → ``lock_timeout``; a transaction left idle that long
+  (its client gone without a word) is ended by the server (``idle_in_transaction_session_timeout``);
 - the list of tables: ``sqlite_master`` → ``information_schema.tables``.
 
 psycopg (PostgreSQL's driver) is imported only by :class:`PostgresDialect`, i.e. only when a
@@ -344,7 +345,11 @@ class PostgresDialect:
             self.url,
             autocommit=True,  # transactions are explicit, as on SQLite (isolation_level=None)
             connect_timeout=max(1, int(self.timeout)),
-            options=f"-c lock_timeout={int(self.timeout * 1000)}",
+            # a client gone mid-transaction (a cut link: no FIN reaches the server) would hold
+            # the writer's lock and its rows until TCP gives up, hours later; the server ends a
+            # transaction left idle as long as another writer would wait for its lock
+            options=f"-c lock_timeout={int(self.timeout * 1000)} "
+            f"-c idle_in_transaction_session_timeout={int(self.timeout * 1000)}",
             row_factory=_pg_rows,
             application_name="kernos",
         )
