@@ -85,8 +85,8 @@ async def test_a_first_run_s_queues_are_in_the_database_when_dbos_launches(
     project: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DBOS's queue manager polls the queues it finds at launch from the start and looks for
-    new ones only once a second: the config's queues are registered before the launch, on a
-    database that did not exist yet."""
+    new ones only once a second: the queues of the config's models and of ``--model`` are
+    registered before the launch, on a database that did not exist yet."""
     from dbos import DBOS, DBOSClient
 
     from kernos.tasks._dbos import queue_name
@@ -111,14 +111,14 @@ async def test_a_first_run_s_queues_are_in_the_database_when_dbos_launches(
         launch()
 
     monkeypatch.setattr(DBOS, "launch", watched_launch)
-    runtime = Runtime(load_config(cwd=project))
+    runtime = Runtime(load_config(cwd=project), model="openai-chat:chosen")  # --model
     manager = TaskManager(runtime)
     try:
         await manager.engine.ready()  # type: ignore[attr-defined]
     finally:
         await manager.aclose(wait=False)
         runtime.close()
-    assert at_launch == [{queue_name(MODEL)}]
+    assert at_launch == [{queue_name(MODEL), queue_name("openai-chat:chosen")}]
 
 
 @pytest.mark.slow

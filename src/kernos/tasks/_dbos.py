@@ -4,7 +4,10 @@
   runs once.
 - One queue per model, ``kernos.<model>``, with the model's concurrency as its global limit: every
   process on the same system database (``kernos run``, ``kernos worker``) shares it. Polled every
-  0.1 s.
+  0.1 s. The queues of the models the config names are registered before DBOS launches, so its
+  queue manager polls them from the start (it looks for new queues once a second: a first run's
+  children would wait for that scan); a model the config does not name gets its queue on its
+  first child, polled within a second.
 - What is a step: each model request of a child (:class:`DurableModel`, its response recorded)
   and each call of a tool the child was granted or its agent has (:func:`tool_step`, through the
   wrapper :func:`kernos.tasks._steps.stepped`: the whole boundary call, the text the model reads
@@ -17,6 +20,12 @@
 - The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
   never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
   deleted when the engine closes.
+- Crashes: executors beat in the store; the one holding the reaper lease settles the children of
+  an executor silent for three beats, ``lost`` or (``on_crash = "resume"``) resumed: each
+  workflow the dead executor left pending goes back on its own model's queue
+  (:func:`resume_left`), where any executor of that queue takes it, under the model's limit.
+- Only DBOS's public API is used (checked against dbos 3.4; a test fails on a private name), so
+  an upgrade of DBOS cannot silently change the engine underneath.
 
 DBOS runs workflows on a loop of its own (a background thread); kernos's sessions, tools and store
 live on the scheduler's loop. The workflow body therefore hands the run over to the scheduler's
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import logging
 import threading
@@ -166,14 +176,21 @@ def _register_queues(url: str, queues: dict[str, int | None]) -> None:
     """Put ``queues`` in the system database before DBOS launches: its queue manager polls the
     queues it finds at launch from the start, and looks for new ones once a second (a first
     run's children would wait for that scan). DBOS registers queues only once launched, so a
-    short-lived :class:`~dbos.DBOSClient` does it, on a schema made current first
-    (``DBOS.migrate``: a fresh database has none; a no-op on a current one)."""
+    short-lived :class:`~dbos.DBOSClient` does it; on a database without DBOS's tables yet (a
+    first run) after ``DBOS.migrate`` made them, which the launch would do anyway."""
     if not queues:
         return
-    DBOS.migrate(url)
+    try:
+        _register_with_client(url, queues)
+    except Exception:  # no tables yet (or the database is unreachable: the migration says so)
+        DBOS.migrate(url)
+        _register_with_client(url, queues)
+
+
+def _register_with_client(url: str, queues: dict[str, int | None]) -> None:
     client = DBOSClient(
         system_database_url=url, application_name=APP_NAME, system_database_pool_size=1,
-        serializer=DBOSPortableJSONSerializer(),
+        serializer=DBOSPortableJSONSerializer(), retry_connection_errors=False,
     )  # fmt: skip
     try:
         for name, limit in queues.items():
@@ -381,11 +398,16 @@ class DBOSEngine:
 
     # -- launching --------------------------------------------------------------------------
     def _queues(self) -> dict[str, int | None]:
-        """Every model this config names, with its limit (``None``: unbounded)."""
+        """Every model this config names, and the one children without a model of their own
+        run on (``--model``, ``KERNOS_MODEL``), with its limit (``None``: unbounded)."""
+        from kernos.runtime import NoModelError
+
         config = self.scheduler.config
         names = set(config.models) | {config.default_model}
         names |= {c.model for c in config.categories.values()}
         names |= {a.model for a in config.agents.values()}
+        with contextlib.suppress(NoModelError):
+            names.add(self.scheduler.runtime.model_name(""))
         return {
             queue_name(n): model_limit(config, n) or None for n in sorted(x for x in names if x)
         }
