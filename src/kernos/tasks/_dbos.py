@@ -4,7 +4,10 @@
   runs once.
 - One queue per model, ``kernos.<model>``, with the model's concurrency as its global limit: every
   process on the same system database (``kernos run``, ``kernos worker``) shares it. Polled every
-  0.1 s.
+  0.1 s. The queues of the models the config names are registered before DBOS launches, so its
+  queue manager polls them from the start (it looks for new queues once a second: a first run's
+  children would wait for that scan); a model the config does not name gets its queue on its
+  first child, polled within a second.
 - What is a step: each model request of a child (:class:`DurableModel`, its response recorded)
   and each call of a tool the child was granted or its agent has (:func:`tool_step`, through the
   wrapper :func:`kernos.tasks._steps.stepped`: the whole boundary call, the text the model reads
@@ -17,6 +20,12 @@
 - The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
   never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
   deleted when the engine closes.
+- Crashes: executors beat in the store; the one holding the reaper lease settles the children of
+  an executor silent for three beats, ``lost`` or (``on_crash = "resume"``) resumed: each
+  workflow the dead executor left pending goes back on its own model's queue
+  (:func:`resume_left`), where any executor of that queue takes it, under the model's limit.
+- Only DBOS's public API is used (checked against dbos 3.4; a test fails on a private name), so
+  an upgrade of DBOS cannot silently change the engine underneath.
 
 DBOS runs workflows on a loop of its own (a background thread); kernos's sessions, tools and store
 live on the scheduler's loop. The workflow body therefore hands the run over to the scheduler's
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import logging
 import threading
@@ -37,8 +47,14 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dbos import DBOS, DBOSConfig, SetWorkflowID, StepOptions
-from dbos._serialization import DBOSPortableJSON
+from dbos import (
+    DBOS,
+    DBOSClient,
+    DBOSConfig,
+    DBOSPortableJSONSerializer,
+    SetWorkflowID,
+    StepOptions,
+)
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
@@ -61,7 +77,6 @@ APP_NAME = "kernos"
 APP_VERSION = "kernos-tasks-2"  # 2: tool calls became steps
 QUEUE_PREFIX = "kernos."
 POLL_SECONDS = 0.1
-_QUEUE_SCAN_SECONDS = 1.1
 
 ContextItems = list[tuple[contextvars.ContextVar[Any], Any]]
 #: how a queued run was admitted: here (the workflow's context, and a future for its end
@@ -100,7 +115,6 @@ class _Launch:
     url: str | None = None
     users = 0
     queues: ClassVar[dict[str, int | None]] = {}
-    bridges: ClassVar[list[tuple[threading.Event, threading.Thread]]] = []
 
     @classmethod
     def acquire(cls, url: str, listen: Sequence[str] | None, queues: dict[str, int | None]) -> None:
@@ -112,12 +126,13 @@ class _Launch:
                 log.warning("tasks: DBOS moves from %s to %s in this process", cls.url, url)
                 cls._stop()
             if cls.url is None:
+                _register_queues(url, queues)
                 config: DBOSConfig = {
                     "name": APP_NAME,
                     "system_database_url": url,
                     "application_version": APP_VERSION,
                     "executor_id": executor_id(),
-                    "serializer": DBOSPortableJSON,
+                    "serializer": DBOSPortableJSONSerializer(),
                     "log_level": "WARNING",
                     "notification_listener_polling_interval_sec": POLL_SECONDS,
                 }
@@ -126,7 +141,7 @@ class _Launch:
                     DBOS.listen_queues(list(listen))
                 DBOS.launch()
                 cls.url = url
-                cls.queues = {}
+                cls.queues = dict(queues)
             cls.users += 1
         for name, limit in queues.items():
             cls.queue(name, limit)
@@ -140,50 +155,70 @@ class _Launch:
 
     @classmethod
     def _stop(cls) -> None:
-        # the bridges first, and waited for: one mid-poll could take a workflow from the queue
-        # after DBOS is gone and start it on DBOS's closed loop ("Event loop is closed"), which
-        # left the workflow claimed by this executor and hung the interpreter's exit
-        for stop, _ in cls.bridges:
-            stop.set()
-        for _, thread in cls.bridges:
-            thread.join(timeout=5)
-        cls.bridges.clear()
         DBOS.destroy(destroy_registry=False)
         cls.url, cls.users, cls.queues = None, 0, {}
 
     @classmethod
-    def queue(cls, name: str, limit: int | None) -> bool:
-        """Register (or update) one queue; ``True`` when the database did not have it."""
+    def queue(cls, name: str, limit: int | None) -> None:
+        """Register (or update) one queue after the launch: one new to the database is polled
+        from DBOS's queue manager's next scan for new queues (within a second)."""
         with cls.lock:
             if name in cls.queues and cls.queues[name] == limit:
-                return False
-            known = DBOS.retrieve_queue(name)
+                return
             cls.queues[name] = limit
-        queue = DBOS.register_queue(
+        DBOS.register_queue(
             name, global_concurrency=limit, polling_interval_sec=POLL_SECONDS,
             on_conflict="always_update",
         )  # fmt: skip
-        if known is None:
-            cls._bridge(queue)
-        return known is None
 
-    @staticmethod
-    def _bridge(queue: Any) -> None:
-        """DBOS's queue manager looks for new queues once a second: until it has, this polls a
-        queue that is new in the database, so a first run's children do not wait a second."""
-        try:
-            from dbos._dbos import _get_dbos_instance
-            from dbos._queue import queue_worker_thread
-        except ImportError:  # a DBOS without them: the manager's scan still finds the queue
-            return
-        dbos = _get_dbos_instance()
-        if dbos._listening_queues is not None and queue.name not in dbos._listening_queues:
-            return
-        stop = threading.Event()
-        worker = threading.Thread(target=queue_worker_thread, args=(stop, dbos, queue), daemon=True)
-        worker.start()
-        _Launch.bridges.append((stop, worker))
-        threading.Timer(_QUEUE_SCAN_SECONDS, stop.set).start()
+
+def _register_queues(url: str, queues: dict[str, int | None]) -> None:
+    """Put ``queues`` in the system database before DBOS launches: its queue manager polls the
+    queues it finds at launch from the start, and looks for new ones once a second (a first
+    run's children would wait for that scan). DBOS registers queues only once launched, so a
+    short-lived :class:`~dbos.DBOSClient` does it; on a database without DBOS's tables yet (a
+    first run) after ``DBOS.migrate`` made them, which the launch would do anyway."""
+    if not queues:
+        return
+    try:
+        _register_with_client(url, queues)
+    except Exception:  # no tables yet (or the database is unreachable: the migration says so)
+        DBOS.migrate(url)
+        _register_with_client(url, queues)
+
+
+def _register_with_client(url: str, queues: dict[str, int | None]) -> None:
+    client = DBOSClient(
+        system_database_url=url, application_name=APP_NAME, system_database_pool_size=1,
+        serializer=DBOSPortableJSONSerializer(), retry_connection_errors=False,
+    )  # fmt: skip
+    try:
+        for name, limit in queues.items():
+            client.register_queue(
+                name, global_concurrency=limit, polling_interval_sec=POLL_SECONDS,
+                on_conflict="always_update",
+            )  # fmt: skip
+    finally:
+        client.destroy()
+
+
+async def resume_left(dead: str) -> int:
+    """Put each workflow a dead executor left running back on its own queue, to run from its
+    last completed step on whichever executor takes it; how many.
+
+    Each goes back on its model's queue (not DBOS's internal one, which every process polls:
+    a ``kernos run`` that executes nothing would take it and end it unrun), so only that
+    queue's listeners run it and the model's global limit counts it."""
+    left = await DBOS.list_workflows_async(
+        status="PENDING", executor_id=dead, app_version=APP_VERSION,
+        load_input=False, load_output=False,
+    )  # fmt: skip
+    by_queue: dict[str | None, list[str]] = {}
+    for status in left:
+        by_queue.setdefault(status.queue_name, []).append(status.workflow_id)
+    for queue, wf_ids in by_queue.items():
+        await DBOS.resume_workflows_async(wf_ids, queue_name=queue)
+    return len(left)
 
 
 #: the engines of this process, which the workflow body hands each run to
@@ -363,11 +398,16 @@ class DBOSEngine:
 
     # -- launching --------------------------------------------------------------------------
     def _queues(self) -> dict[str, int | None]:
-        """Every model this config names, with its limit (``None``: unbounded)."""
+        """Every model this config names, and the one children without a model of their own
+        run on (``--model``, ``KERNOS_MODEL``), with its limit (``None``: unbounded)."""
+        from kernos.runtime import NoModelError
+
         config = self.scheduler.config
         names = set(config.models) | {config.default_model}
         names |= {c.model for c in config.categories.values()}
         names |= {a.model for a in config.agents.values()}
+        with contextlib.suppress(NoModelError):
+            names.add(self.scheduler.runtime.model_name(""))
         return {
             queue_name(n): model_limit(config, n) or None for n in sorted(x for x in names if x)
         }
@@ -698,10 +738,10 @@ class DBOSEngine:
         rows = await asyncio.to_thread(store.running_on, dead)
         if self.on_crash == "resume":
             log.warning("tasks: executor %s is silent; resuming its %d task(s)", dead, len(rows))
-            for row in rows:  # ours now: a second reaper pass does not recover them again
-                store.update(row["id"], executor=self.executor)
+            for row in rows:  # no one's: any executor of its queue may take it, and a second
+                store.update(row["id"], executor=None)  # reaper pass does not resume it again
             store.flush()
-            await asyncio.to_thread(DBOS._recover_pending_workflows, [dead])
+            await resume_left(dead)
             return
         for row in rows:
             reason = f"its executor {dead} stopped answering before the task finished"
