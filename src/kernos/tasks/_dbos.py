@@ -678,7 +678,7 @@ class DBOSEngine:
         rebuild = getattr(self.scheduler, "rebuild", None)
         if rebuild is None:
             return "skipped"
-        if await asyncio.to_thread(store.cancel_requested, task_id):
+        if row["cancel_requested"]:  # the row as taken: no second query per child
             # cancelled while it waited in the queue: its spawner may be gone, so it ends here
             reason = "cancelled from the command line before it started"
             await asyncio.to_thread(
