@@ -225,3 +225,35 @@ def test_a_lean_step_record_reads_like_a_pydantic_ai_one() -> None:
         text="done", calls=[("c2", "t", '{"n":1}')], input_tokens=5, output_tokens=1,
         model_name="m",
     )  # fmt: skip
+
+
+async def test_a_child_whose_cancel_was_asked_while_queued_ends_cancelled_where_taken(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """An executor handed a queued child whose cancel was asked (its spawner may be gone) takes
+    it and ends it cancelled, with no model request: the request is read from the row taken."""
+    from kernos.tasks._dbos import DBOSEngine
+
+    use_dbos(project)
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        engine = manager.engine
+        assert isinstance(engine, DBOSEngine)
+        await engine.ready()
+        manager.store.insert(
+            {
+                "id": "t_queued01", "parent_session": "s_gone", "target_kind": "agent",
+                "target": "explore", "model": "openai-chat:test", "status": "pending",
+                "residency": "resident", "created_at": time.time(), "engine": "dbos",
+            }
+        )  # fmt: skip
+        manager.store.request_cancel("t_queued01")
+        assert await engine.run_remote("t_queued01", "Survey.", 1, []) == "cancelled"
+        stored = manager.store.get("t_queued01")
+        assert stored is not None and stored["status"] == "cancelled"
+        assert stored["executor"] == engine.executor
+        assert server.requests == []
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()
