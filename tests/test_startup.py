@@ -172,6 +172,15 @@ def test_channels_loads_only_the_configured_kind(tmp_path: Path) -> None:
     assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS)) == []
 
 
+def test_the_tools_of_a_config_without_mcp_servers_load_no_mcp_sdk(tmp_path: Path) -> None:
+    # the MCP SDK is ~0.9 s of CPU: `kernos run` and `kernos worker` build the same catalog as
+    # `kernos tools`, and load it only for [mcp] servers
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    done, modules = run_light(tmp_path, "tools")
+    assert done.stdout.startswith(("list_files", "read_file", "search_files"))
+    assert "mcp" not in modules
+
+
 LAZY_PACKAGES = [
     "kernos.boundary",
     "kernos.runtime",
@@ -179,6 +188,7 @@ LAZY_PACKAGES = [
     "kernos.compress",
     "kernos.output",
     "kernos.output.channels",
+    "kernos.tools",
 ]
 
 

@@ -194,21 +194,85 @@ def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("chosen", ["", "lean"])
-def test_a_durable_child_model_keeps_its_session_on_the_pydantic_ai_engine(
-    monkeypatch: pytest.MonkeyPatch, chosen: str
+@pytest.mark.parametrize(("chosen", "engine"), [("", "lean"), ("lean", "lean"),
+                                               ("pydantic-ai", "pydantic-ai")])  # fmt: skip
+def test_a_durable_child_model_runs_on_the_engine_a_plain_one_would(
+    monkeypatch: pytest.MonkeyPatch, chosen: str, engine: str
 ) -> None:
-    """The lean engine would bypass DurableModel.request (the DBOS step): an openai-chat model
-    wrapped by the DBOS engine runs on pydantic-ai, even with KERNOS_ENGINE=lean."""
+    """The DBOS engine's model wrapper does not push a child onto pydantic-ai (its graph, the
+    openai SDK: most of a worker's CPU per child): on the lean engine its answers are steps too
+    (:class:`DurableLean`); KERNOS_ENGINE still decides."""
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     from kernos.runtime import Session
-    from kernos.tasks._dbos import DurableModel
+    from kernos.tasks._dbos import DurableLean, DurableModel
 
     monkeypatch.setenv("KERNOS_ENGINE", chosen)
     plain = OpenAIChatModel(
         "m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k")
     )
-    assert Session(plain).engine == "lean"
-    assert Session(DurableModel(plain)).engine == "pydantic-ai"
+    assert Session(plain).engine == engine
+    durable = Session(DurableModel(plain))
+    assert durable.engine == engine
+    if engine == "lean":
+        assert durable._lean is not None and isinstance(durable._lean.model, DurableLean)
+
+
+def test_a_lean_step_record_reads_like_a_pydantic_ai_one() -> None:
+    """A lean answer is recorded as DurableModel.request records a response, and read back
+    whole: a run resumed on either model engine replays the other's records."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.usage import RequestUsage
+
+    from kernos.runtime._lean_wire import Reply
+    from kernos.tasks._dbos import _record_reply, _reply_record
+
+    for args in ('{"path": "a.txt"}', "not json{", ""):  # as the model sent them
+        reply = Reply(
+            text="looking", calls=[("c1", "read_file", args)], input_tokens=7, output_tokens=3,
+            cached_tokens=2, model_name="m", finish_reason="tool_calls",
+        )  # fmt: skip
+        assert _record_reply(_reply_record(reply)) == reply
+    recorded = ModelResponse(
+        parts=[TextPart("done"), ToolCallPart("t", {"n": 1}, "c2")],
+        usage=RequestUsage(input_tokens=5, output_tokens=1),
+        model_name="m",
+    )  # what the pydantic-ai engine's step records
+    raw = ModelMessagesTypeAdapter.dump_json([recorded]).decode()
+    assert _record_reply(raw) == Reply(
+        text="done", calls=[("c2", "t", '{"n":1}')], input_tokens=5, output_tokens=1,
+        model_name="m",
+    )  # fmt: skip
+
+
+async def test_a_child_whose_cancel_was_asked_while_queued_ends_cancelled_where_taken(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """An executor handed a queued child whose cancel was asked (its spawner may be gone) takes
+    it and ends it cancelled, with no model request: the request is read from the row taken."""
+    from kernos.tasks._dbos import DBOSEngine
+
+    use_dbos(project)
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        engine = manager.engine
+        assert isinstance(engine, DBOSEngine)
+        await engine.ready()
+        manager.store.insert(
+            {
+                "id": "t_queued01", "parent_session": "s_gone", "target_kind": "agent",
+                "target": "explore", "model": "openai-chat:test", "status": "pending",
+                "residency": "resident", "created_at": time.time(), "engine": "dbos",
+            }
+        )  # fmt: skip
+        manager.store.request_cancel("t_queued01")
+        assert await engine.run_remote("t_queued01", "Survey.", 1, []) == "cancelled"
+        stored = manager.store.get("t_queued01")
+        assert stored is not None and stored["status"] == "cancelled"
+        assert stored["executor"] == engine.executor
+        assert server.requests == []
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()

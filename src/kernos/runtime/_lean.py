@@ -10,8 +10,8 @@ messages when read, and back when assigned) and the errors raised.
 
 Which engine a session runs on (:func:`lean_model_for`): ``KERNOS_ENGINE`` (``lean`` or
 ``pydantic-ai``) overrides everything; else an alias's ``engine``; else lean for every model it
-can drive — ``openai-chat`` models, cassettes (``replay:``) and recordings of either — and
-pydantic-ai for the rest.
+can drive — ``openai-chat`` models, cassettes (``replay:``), recordings of either, and wrappers
+that say how to wrap a lean model (``wrap_lean``) — and pydantic-ai for the rest.
 """
 
 from __future__ import annotations
@@ -231,7 +231,15 @@ def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
         endpoint = shared_endpoint(str(client.base_url), str(client.api_key))
         return ChatLean(endpoint, model.model_name, model.profile)
     if isinstance(model, WrapperModel):
-        return None  # someone else's wrapper: it must see every request
+        # a wrapper that knows the lean engine says how to wrap the lean view of what it wraps
+        # (``wrap_lean(model, inner)``; the DBOS engine's durable model makes each answer a
+        # step); any other wrapper must see every request, so pydantic-ai drives it. Looked up
+        # on the type: WrapperModel forwards unknown attributes to the model it wraps.
+        wrap_lean = getattr(type(model), "wrap_lean", None)
+        if wrap_lean is None:
+            return None
+        inner = _lean_view(model.wrapped, forced=forced)
+        return None if inner is None else wrap_lean(model, inner)
     return None
 
 

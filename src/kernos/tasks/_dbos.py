@@ -8,7 +8,8 @@
   queue manager polls them from the start (it looks for new queues once a second: a first run's
   children would wait for that scan); a model the config does not name gets its queue on its
   first child, polled within a second.
-- What is a step: each model request of a child (:class:`DurableModel`, its response recorded)
+- What is a step: each model request of a child (:class:`DurableModel`, its response recorded;
+  :class:`DurableLean` on the lean engine, the same record)
   and each call of a tool the child was granted or its agent has (:func:`tool_step`, through the
   wrapper :func:`kernos.tasks._steps.stepped`: the whole boundary call, the text the model reads
   and its error code included). A run resumed after a crash, here or on another executor, gets
@@ -55,11 +56,19 @@ from dbos import (
     SetWorkflowID,
     StepOptions,
 )
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+)
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from kernos.runtime._lean import LeanModel, usage_responses
+from kernos.runtime._lean_wire import Reply
 from kernos.tasks._engine import crash_mode, model_limit
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
 from kernos.tasks._steps import ToolRecord, stepped
@@ -274,6 +283,70 @@ class DurableModel(WrapperModel):
         restored = ModelMessagesTypeAdapter.validate_json(raw)[0]
         assert isinstance(restored, ModelResponse)
         return restored
+
+    def wrap_lean(self, inner: LeanModel) -> LeanModel:
+        """On the lean engine (see :func:`kernos.runtime._lean.lean_model_for`): its answers
+        are the same steps, so a child runs on the lean engine under DBOS too."""
+        return DurableLean(inner)
+
+
+def _reply_record(reply: Reply) -> str:
+    """A lean answer as a step's record: a response in the form :meth:`DurableModel.request`
+    records one (the raw finish reason where pydantic-ai keeps it), so a run resumed on either
+    model engine reads the records of both."""
+    (response,) = usage_responses([reply])
+    if reply.finish_reason:
+        response.provider_details = {"finish_reason": reply.finish_reason}
+    return ModelMessagesTypeAdapter.dump_json([response]).decode()
+
+
+def _record_reply(raw: str) -> Reply:
+    """A step's record (either engine's) as a lean answer; tool arguments as the model sent
+    them."""
+    (response,) = ModelMessagesTypeAdapter.validate_json(raw)
+    assert isinstance(response, ModelResponse)
+    calls = [
+        (p.tool_call_id, p.tool_name, p.args if isinstance(p.args, str) else p.args_as_json_str())
+        for p in response.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    usage = response.usage
+    details = response.provider_details or {}
+    return Reply(
+        text="".join(p.content for p in response.parts if isinstance(p, TextPart)),
+        calls=calls,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cached_tokens=usage.cache_read_tokens,
+        model_name=response.model_name,
+        finish_reason=details.get("finish_reason"),
+    )
+
+
+class DurableLean:
+    """A lean model whose answers are DBOS steps inside a child workflow (plain answers
+    outside one): run once and recorded, the recorded answer on a replay."""
+
+    def __init__(self, inner: LeanModel) -> None:
+        self.inner = inner
+
+    def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
+        return self.inner.tool_wire(spec)
+
+    async def answer(
+        self,
+        messages: list[dict[str, Any]],
+        tools: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> Reply:
+        if DBOS.workflow_id is None:
+            return await self.inner.answer(messages, tools, on_delta)
+
+        async def model_request() -> str:
+            return _reply_record(await self.inner.answer(messages, tools, on_delta))
+
+        options: StepOptions = {"name": "model_request", "retries_allowed": False}
+        return _record_reply(await DBOS.run_step_async(options, model_request))
 
 
 async def tool_step(name: str, call: Callable[[], Coroutine[Any, Any, ToolRecord]]) -> ToolRecord:
@@ -645,7 +718,7 @@ class DBOSEngine:
         rebuild = getattr(self.scheduler, "rebuild", None)
         if rebuild is None:
             return "skipped"
-        if await asyncio.to_thread(store.cancel_requested, task_id):
+        if row["cancel_requested"]:  # the row as taken: no second query per child
             # cancelled while it waited in the queue: its spawner may be gone, so it ends here
             reason = "cancelled from the command line before it started"
             await asyncio.to_thread(

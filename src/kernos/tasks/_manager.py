@@ -248,8 +248,8 @@ class TaskManager(TaskScheduler):
         (the parent's tools, or a worker's configured ones)."""
         offered = record.parent.tools if available is None else available
         child = Session(
-            # the DBOS engine wraps the model (its requests are steps); a wrapper it does not
-            # know keeps the session on the pydantic-ai engine, which sends every request there
+            # the DBOS engine wraps the model (its requests are steps, on either model engine:
+            # its wrapper tells the lean engine how to wrap a lean model)
             self.engine.child_model(self.runtime.model(record.model_name)),
             instructions,
             # the DBOS engine makes each tool call a step too: a resumed run does not repeat it
