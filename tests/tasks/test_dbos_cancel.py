@@ -377,7 +377,7 @@ def test_worker_help_states_what_a_signal_does_to_its_children() -> None:
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     said = " ".join(shown.stdout.split())
-    assert "SIGTERM (exit 0) or SIGINT (exit 130) stops taking children" in said
-    assert 'with [tasks] on_crash = "resume" (the Postgres default)' in said
+    assert "SIGTERM (exit 0) or SIGINT (exit 130) stops taking new children" in said
+    assert 'With [tasks] on_crash = "resume" (the PostgreSQL default)' in said
     assert "to resume from their last step" in said
     assert 'with "lost" they end lost' in said
