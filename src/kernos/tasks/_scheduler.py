@@ -67,6 +67,11 @@ class TaskRecord:
     leave: bool = False
     executor: str | None = None  # who runs it (``host:pid``) when not this process
     grants: list[str] = field(default_factory=list)
+    #: a durable run (the DBOS engine): its transcript events carry keys ``EPOCH:N``, the same
+    #: on every replay of the run, so a resumed run does not write its replayed part again;
+    #: ``None``: unkeyed (the local engine)
+    run_key: str | None = None
+    events_keyed: int = 0  # how many events this run wrote under ``run_key``
 
     @property
     def name(self) -> str | None:
@@ -160,6 +165,11 @@ class TaskScheduler:
         # each run (a spawn, a revival) has the whole budget of its target
         budget = self.config.task_budget(record.item.category, record.item.subagent_type)
         session.set_budget(budget)
+        # a run the engine may replay (DBOS resumes it after a crash) keys its events and turns
+        replays = getattr(self.engine, "replays", False)
+        record.run_key = str(record.run_epoch) if replays else None
+        record.events_keyed = 0
+        session.key_turns(record.run_key)
         # the wall clock starts when the engine admitted the child, not while it was queued
         deadline = asyncio.timeout(budget.timeout)
         try:
@@ -242,19 +252,19 @@ class TaskScheduler:
     def _on_child_event(self, record: TaskRecord, event: SessionEvent) -> None:
         data = event.data
         if event.kind == "prompt":
-            self.store.event(record.id, "message", {"role": "user", "text": data.get("text", "")})
+            self._child_event(record, "message", {"role": "user", "text": data.get("text", "")})
         elif event.kind == "text":
-            self.store.event(
-                record.id, "message", {"role": "assistant", "text": data.get("text", "")}
+            self._child_event(
+                record, "message", {"role": "assistant", "text": data.get("text", "")}
             )
         elif event.kind == "tool_call":
-            self.store.event(
-                record.id, "tool_call", {"name": data.get("name"), "args": data.get("args")}
+            self._child_event(
+                record, "tool_call", {"name": data.get("name"), "args": data.get("args")}
             )
         elif event.kind == "tool_result":
             result = data.get("result")
-            self.store.event(
-                record.id,
+            self._child_event(
+                record,
                 "tool_result",
                 {
                     "name": data.get("name"),
@@ -264,6 +274,14 @@ class TaskScheduler:
             )
         if record.parent.on_event is not None:
             record.parent.on_event(event)
+
+    def _child_event(self, record: TaskRecord, kind: str, payload: dict[str, Any]) -> None:
+        """One transcript event of ``record``'s run; keyed by its ordinal in a durable run."""
+        key = None
+        if record.run_key is not None:
+            record.events_keyed += 1
+            key = f"{record.run_key}:{record.events_keyed}"
+        self.store.event(record.id, kind, payload, key=key)
 
     # -- notices -----------------------------------------------------------------------------
     def notice(self, record: TaskRecord) -> str:

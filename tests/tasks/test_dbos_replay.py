@@ -1,0 +1,229 @@
+"""A resumed DBOS child writes its transcript and its turns once; a follower ends a child whose
+workflow no executor will ever run ``lost``, once (issue 11)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tasks_helpers import agent_is, last, text_of
+from test_dbos import start, use_dbos, wait_row
+from test_dbos_steps import CONFIG, transcript_and_turns
+
+from kernos.runtime import Runtime, Store, history_from_turns, load_config
+from kernos.runtime._store import _RUNTIME_MIGRATIONS
+from kernos.tasks import TaskManager
+from kernos.tasks._store import MIGRATIONS, TaskStore
+from kernos.testing import FakeOpenAIServer, text, tool_call
+
+
+# -- keys: pure store behaviour, both databases ----------------------------------------------
+def test_a_keyed_event_or_turn_is_stored_once_and_unkeyed_ones_always(store_target: str) -> None:
+    store = Store(store_target)
+    tasks = TaskStore(store)
+    try:
+        for key in ["1:1", "1:2", "1:1", None, None, "1:2", "2:1"]:
+            tasks.event("t_1", "message", {"key": key}, key=key)
+            store.record_turn("s_1", "explore", "user", f"turn {key}", key=key)
+        tasks.event("t_2", "message", {"key": "1:1"}, key="1:1")  # keys are per task
+        events = tasks.events("t_1")
+        assert [e["payload"]["key"] for e in events] == ["1:1", "1:2", None, None, "2:1"]
+        assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]  # no gap where one was ignored
+        assert [t["text"] for t in store.turns("s_1")] == [
+            "turn 1:1", "turn 1:2", "turn None", "turn None", "turn 2:1",
+        ]  # fmt: skip
+        assert len(tasks.events("t_2")) == 1
+    finally:
+        store.close()
+
+
+def test_the_key_migrations_apply_to_an_existing_store_file(tmp_path: Path) -> None:
+    """A store file of the previous version (runtime 1-2, tasks 1-4) with turns and events in
+    it: opening it adds the keys, keeps what is there, and keyed writes are kept once."""
+    path = tmp_path / "kernos.db"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE schema_migrations (namespace TEXT NOT NULL, version INTEGER NOT NULL,"
+            " name TEXT NOT NULL, applied_at REAL NOT NULL, PRIMARY KEY (namespace, version))"
+        )
+        for namespace, migrations in (
+            ("runtime", _RUNTIME_MIGRATIONS[:2]),
+            ("tasks", MIGRATIONS[:4]),
+        ):
+            for version, name, sql in migrations:
+                db.executescript(sql)
+                db.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?, 0)", (namespace, version, name)
+                )
+        db.execute("INSERT INTO turns (session_id, agent, role, text, created_at) "
+                   "VALUES ('s_1', 'explore', 'user', 'before', 0)")  # fmt: skip
+        db.execute("INSERT INTO task_events (task_id, seq, type, payload, created_at) "
+                   "VALUES ('t_1', 1, 'message', '{}', 0)")  # fmt: skip
+    store = Store(path)
+    tasks = TaskStore(store)
+    try:
+        assert store.versions("runtime") == [1, 2, 3]
+        assert store.versions("tasks") == [1, 2, 3, 4, 5]
+        for _ in range(2):
+            tasks.event("t_1", "message", {}, key="1:1")
+            store.record_turn("s_1", "explore", "user", "again", key="1:1")
+        assert [e["seq"] for e in tasks.events("t_1")] == [1, 2]
+        assert [t["text"] for t in store.turns("s_1")] == ["before", "again"]
+    finally:
+        store.close()
+
+
+# -- a resumed run's turns, real processes -----------------------------------------------------
+@pytest.mark.slow
+def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_history(
+    project: Path, server: FakeOpenAIServer, procs: list[Any]
+) -> None:
+    """``kernos run`` runs its own child; the parent's ``task_send`` gives the child a second
+    prompt; the run is killed while that prompt's request is in flight; a worker resumes the
+    child and replays its first prompt, whose turns and events the dead run had stored."""
+    (project / "kernos.toml").write_text(CONFIG + 'on_crash = "resume"\nheartbeat = 0.5\n', "utf-8")
+    first_answer, second_request = threading.Event(), threading.Event()
+    spawn = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+             "run_in_background": True}  # fmt: skip
+    follow_up = {"to": "survey", "message": "Also count the tests."}
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "survey it")),
+        tool_call("task_send", follow_up, when=agent_is("MAIN-AGENT", "Started task")),
+        text("Waiting.", when=agent_is("MAIN-AGENT", "Delivered to")),
+        # the child's first prompt answers once the follow-up is queued for it
+        text(
+            "The survey found 3 modules.",
+            when=agent_is("EXPLORE-AGENT", "Survey the"),
+            hold=first_answer,
+        ),
+        # its second prompt, in flight when the run dies (the resumed run never asks it)
+        text("12 tests.", when=agent_is("EXPLORE-AGENT", "Also count"), hold=second_request),
+    )
+    run = start(project, server, "run", "survey it", "-q")
+    procs.append(run)
+    try:
+        deadline = time.monotonic() + 90
+        while not any(agent_is("MAIN-AGENT", "Delivered to")(r) for r in server.requests):
+            assert time.monotonic() < deadline, f"the follow-up was never delivered: {server}"
+            time.sleep(0.05)
+        first_answer.set()
+        while not any(agent_is("EXPLORE-AGENT", "Also count")(r) for r in server.requests):
+            assert time.monotonic() < deadline, "the child never reached its second prompt"
+            time.sleep(0.05)
+        run.send_signal(signal.SIGKILL)
+        run.communicate(timeout=30)
+    finally:
+        second_request.set()
+    worker = start(project, server, "worker")
+    procs.append(worker)
+    task = wait_row(project, "completed")
+    assert task["final_text"] == "The survey found 3 modules."
+    events, turns = transcript_and_turns(project, task)
+    firsts = [e for e in events if e[0] == "message" and "Survey the repository." in e[1]]
+    assert len(firsts) == 1
+    assert events.count(("message", "The survey found 3 modules.")) == 1
+    assert [(t["role"], t["text"]) for t in turns] == [
+        ("user", turns[0]["text"]), ("assistant", "The survey found 3 modules."),
+    ]  # fmt: skip
+    assert "Survey the repository." in turns[0]["text"]
+    history = history_from_turns(turns)  # what task_send would continue the child from
+    assert len(history) == 2
+    asked = [r for r in server.requests if agent_is("EXPLORE-AGENT", "Survey the")(r)]
+    assert len(asked) == 1 and "Survey the" in text_of(last(asked[0]))  # replayed, not re-sent
+
+
+# -- a child no executor will run: the follower's guard, real DBOS -----------------------------
+async def queued_child(project: Path) -> tuple[Runtime, TaskManager, Any, Any]:
+    """A run that does not execute children (no worker runs either): one background child,
+    queued in DBOS (``ENQUEUED``) and active in the store."""
+    from dbos import DBOS
+
+    use_dbos(project, run_executes="false")
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    session = runtime.session("main", record_turns=False)
+    session.add_tools(manager.tools_for(session))
+    call = {"prompt": "Survey.", "subagent_type": "explore"}
+    (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+    deadline = time.monotonic() + 60
+    while True:
+        status = (
+            await DBOS.get_workflow_status_async(record.id) if manager.engine._launched else None
+        )  # type: ignore[attr-defined]
+        if status is not None:
+            break
+        assert time.monotonic() < deadline, "the child was never queued"
+        await asyncio.sleep(0.05)
+    assert status.status == "ENQUEUED"
+    return runtime, manager, session, record
+
+
+@pytest.fixture
+def quick_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernos.tasks import _dbos
+
+    monkeypatch.setattr(_dbos, "ORPHAN_CHECK_SECONDS", 0.1)
+    monkeypatch.setattr(_dbos, "ORPHAN_GRACE_SECONDS", 0.5)
+
+
+@pytest.mark.parametrize("how", ["cancelled", "deleted"])
+async def test_a_child_whose_workflow_ended_or_vanished_is_lost_once_with_one_notice(
+    project: Path, server: FakeOpenAIServer, quick_guard: None, how: str
+) -> None:
+    from dbos import DBOS
+
+    runtime, manager, session, record = await queued_child(project)
+    try:
+        if how == "cancelled":  # ended in DBOS, the row not updated
+            await DBOS.cancel_workflow_async(record.id)
+        else:  # gone from DBOS
+            await DBOS.delete_workflows_async([record.id])
+        assert await manager.wait([record], timeout=60), "the follower never ended the child"
+        assert record.status == "lost"
+        row = manager.store.get(record.id)
+        assert row is not None and row["status"] == "lost"
+        said = "ended (CANCELLED)" if how == "cancelled" else "does not exist"
+        assert said in row["error"] and "start it again with the task tool" in row["error"]
+        assert record.error == row["error"]
+        lost = [e for e in manager.store.events(record.id) if e["payload"].get("to") == "lost"]
+        assert len(lost) == 1
+        await asyncio.sleep(0.5)  # more checks: nothing is ended or noticed twice
+        notices = session.take_queued()
+        assert notices is not None and notices.count("task completion") == 1
+        assert f"id:{record.id} status:lost" in notices and said in notices
+        assert session.take_queued() is None
+        assert (
+            len([e for e in manager.store.events(record.id) if e["payload"].get("to") == "lost"])
+            == 1
+        )
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
+async def test_a_child_queued_for_long_is_left_alone(
+    project: Path, server: FakeOpenAIServer, quick_guard: None
+) -> None:
+    """No worker serves its queue: it stays queued (``ENQUEUED``) however many checks pass."""
+    runtime, manager, session, record = await queued_child(project)
+    engine: Any = manager.engine
+    try:
+        seen = engine.orphan_checks
+        deadline = time.monotonic() + 60
+        while engine.orphan_checks < seen + 10:  # ten checks, over twice the grace
+            assert time.monotonic() < deadline, "the follower never checked the workflow"
+            await asyncio.sleep(0.05)
+        assert record.status == "running"
+        row = manager.store.get(record.id)
+        assert row is not None and row["status"] == "running" and row["error"] is None
+        assert session.take_queued() is None
+    finally:
+        manager.cancel(record, "test over")
+        await manager.aclose(wait=True)
+        runtime.close()
