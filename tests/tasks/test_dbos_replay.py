@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from tasks_helpers import agent_is, last, text_of
 from test_dbos import start, use_dbos, wait_row
-from test_dbos_steps import CONFIG, transcript_and_turns
+from test_dbos_steps import CONFIG, PROBE, transcript_and_turns
 
 from kernos.runtime import Runtime, Store, history_from_turns, load_config
 from kernos.runtime._store import _RUNTIME_MIGRATIONS
@@ -88,6 +88,7 @@ def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_
     prompt; the run is killed while that prompt's request is in flight; a worker resumes the
     child and replays its first prompt, whose turns and events the dead run had stored."""
     (project / "kernos.toml").write_text(CONFIG + 'on_crash = "resume"\nheartbeat = 0.5\n', "utf-8")
+    (project / "steps_probe.py").write_text(PROBE, "utf-8")
     first_answer, second_request = threading.Event(), threading.Event()
     spawn = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
              "run_in_background": True}  # fmt: skip
@@ -110,10 +111,12 @@ def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_
     try:
         deadline = time.monotonic() + 90
         while not any(agent_is("MAIN-AGENT", "Delivered to")(r) for r in server.requests):
+            assert run.poll() is None, run.communicate()[1]
             assert time.monotonic() < deadline, f"the follow-up was never delivered: {server}"
             time.sleep(0.05)
         first_answer.set()
         while not any(agent_is("EXPLORE-AGENT", "Also count")(r) for r in server.requests):
+            assert run.poll() is None, run.communicate()[1]
             assert time.monotonic() < deadline, "the child never reached its second prompt"
             time.sleep(0.05)
         run.send_signal(signal.SIGKILL)

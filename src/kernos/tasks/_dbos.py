@@ -555,7 +555,12 @@ class DBOSEngine:
                     for task_id in followed
                     if task_id in rows
                 )
-                await self._reconcile({i: w for i, w in waited.items() if w[1]["status"] in active})
+                try:
+                    await self._reconcile(
+                        {i: w for i, w in waited.items() if w[1]["status"] in active}
+                    )
+                except Exception as exc:  # the next check tries again
+                    log.warning("tasks: could not check the waited-on children: %s", exc)
 
     async def _reconcile(self, waited: dict[str, tuple[str, dict[str, Any]]]) -> None:
         """End ``lost`` each waited-on child (task id → its workflow and row, active) whose
