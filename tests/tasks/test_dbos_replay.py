@@ -19,6 +19,7 @@ from test_dbos_steps import CONFIG, PROBE, transcript_and_turns
 from kernos.runtime import Runtime, Store, history_from_turns, load_config
 from kernos.runtime._store import _RUNTIME_MIGRATIONS
 from kernos.tasks import TaskManager
+from kernos.tasks._manager import earlier_runs
 from kernos.tasks._store import MIGRATIONS, TaskStore
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -195,18 +196,21 @@ async def test_a_child_whose_workflow_ended_or_vanished_is_lost_once_with_one_no
         said = "ended (CANCELLED)" if how == "cancelled" else "does not exist"
         assert said in row["error"] and "start it again with the task tool" in row["error"]
         assert record.error == row["error"]
-        lost = [e for e in manager.store.events(record.id) if e["payload"].get("to") == "lost"]
-        assert len(lost) == 1
+
+        def lost_events() -> int:
+            return sum(
+                1 for e in manager.store.events(record.id) if e["payload"].get("to") == "lost"
+            )
+
+        assert lost_events() == 1
         await asyncio.sleep(0.5)  # more checks: nothing is ended or noticed twice
         notices = session.take_queued()
         assert notices is not None and notices.count("task completion") == 1
         assert f"id:{record.id} status:lost" in notices and said in notices
         assert session.take_queued() is None
-        assert (
-            len([e for e in manager.store.events(record.id) if e["payload"].get("to") == "lost"])
-            == 1
-        )
+        assert lost_events() == 1
     finally:
+        manager.cancel(record, "test over")  # still active when the guard did not end it
         await manager.aclose(wait=True)
         runtime.close()
 
@@ -230,4 +234,93 @@ async def test_a_child_queued_for_long_is_left_alone(
     finally:
         manager.cancel(record, "test over")
         await manager.aclose(wait=True)
+        runtime.close()
+
+
+# -- a revival run elsewhere continues the child's conversation --------------------------------
+def test_earlier_runs_keeps_the_turns_of_runs_before_this_one() -> None:
+    turns = [{"run_key": k, "text": str(k)} for k in (None, "1:1", "1:2", "2:1", "3:1", "x:1")]
+    assert [t["text"] for t in earlier_runs(turns, 2)] == ["None", "1:1", "1:2", "x:1"]
+    assert [t["text"] for t in earlier_runs(turns, 1)] == ["None", "x:1"]
+
+
+async def test_a_child_rebuilt_for_a_revival_has_the_conversation_of_its_earlier_runs(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """What a worker runs a revived child (run 2) from: its stored turns of run 1, not a blank
+    conversation, and not the turns an earlier attempt of run 2 stored (the run replays them)."""
+    use_dbos(project)
+    server.script(text("the survey", when=agent_is("EXPLORE-AGENT")))
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        call = {"prompt": "Survey.", "subagent_type": "explore"}
+        (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+        await manager.wait([record])
+        assert record.status == "completed"
+        row = manager.store.get(record.id)
+        assert row is not None
+        sid = row["child_session"]
+        runtime.store.record_turn(sid, "explore", "user", "half of run 2", key="2:1")
+        rebuilt = manager.rebuild(row, 2)
+        assert rebuilt.session is not None
+        assert [type(m).__name__ for m in rebuilt.session.history] == [
+            "ModelRequest", "ModelResponse",
+        ]  # fmt: skip
+        assert "half of run 2" not in str(rebuilt.session.history)
+        assert manager.rebuild(row, 1).session.history == []  # a first run starts blank
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
+# -- the keys of a replayed run's tool events, without DBOS ---------------------------------------
+def test_a_replay_whose_tool_results_come_back_in_another_order_keeps_each_once(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """The dead run wrote both calls and the result of ``b``, then died while ``a`` ran; on the
+    replay ``a``, run again, answers before ``b``'s recorded result is returned: each result is
+    in the transcript once (by ordinal, ``a``'s would take ``b``'s place and be dropped)."""
+    from kernos.boundary import ToolResult
+    from kernos.runtime import SessionEvent
+    from kernos.tasks._resolve import SpawnItem
+    from kernos.tasks._scheduler import TaskRecord
+
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        parent = runtime.session("main", record_turns=False)
+        record = TaskRecord("t_0000beef", parent, SpawnItem("Survey."), "openai-chat:test", 1, True)
+
+        def emit(kind: str, **data: Any) -> None:
+            manager._on_child_event(record, SessionEvent("s_child", "explore", kind, data))
+
+        def call(name: str) -> None:
+            emit("tool_call", name=name, args={}, call_id=f"call_{name}")
+
+        def result(name: str) -> None:
+            emit(
+                "tool_result", name=name, result=ToolResult(f"{name} done"), call_id=f"call_{name}"
+            )
+
+        for attempt in ("dead", "resumed"):
+            record.run_key, record.events_keyed, record.calls_keyed = "1", 0, {}
+            emit("prompt", text="Survey.")
+            call("a")
+            call("b")
+            if attempt == "dead":
+                result("b")
+            else:
+                result("a")
+                result("b")
+                emit("text", text="both done")
+        shown = [(e["type"], e["payload"].get("text") or e["payload"].get("name"))
+                 for e in manager.store.events(record.id)]  # fmt: skip
+        assert shown == [
+            ("message", "Survey."), ("tool_call", "a"), ("tool_call", "b"),
+            ("tool_result", "b done"), ("tool_result", "a done"), ("message", "both done"),
+        ]  # fmt: skip
+    finally:
         runtime.close()

@@ -72,6 +72,9 @@ class TaskRecord:
     #: ``None``: unkeyed (the local engine)
     run_key: str | None = None
     events_keyed: int = 0  # how many events this run wrote under ``run_key``
+    #: the key of each tool call of this run, by call id: its result's key is that key + "r"
+    #: (parallel calls' results may come back in another order on a replay)
+    calls_keyed: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str | None:
@@ -168,7 +171,7 @@ class TaskScheduler:
         # a run the engine may replay (DBOS resumes it after a crash) keys its events and turns
         replays = getattr(self.engine, "replays", False)
         record.run_key = str(record.run_epoch) if replays else None
-        record.events_keyed = 0
+        record.events_keyed, record.calls_keyed = 0, {}
         session.key_turns(record.run_key)
         # the wall clock starts when the engine admitted the child, not while it was queued
         deadline = asyncio.timeout(budget.timeout)
@@ -259,7 +262,10 @@ class TaskScheduler:
             )
         elif event.kind == "tool_call":
             self._child_event(
-                record, "tool_call", {"name": data.get("name"), "args": data.get("args")}
+                record,
+                "tool_call",
+                {"name": data.get("name"), "args": data.get("args")},
+                data.get("call_id"),
             )
         elif event.kind == "tool_result":
             result = data.get("result")
@@ -271,16 +277,28 @@ class TaskScheduler:
                     "text": getattr(result, "text", ""),
                     "is_error": getattr(result, "is_error", False),
                 },
+                data.get("call_id"),
             )
         if record.parent.on_event is not None:
             record.parent.on_event(event)
 
-    def _child_event(self, record: TaskRecord, kind: str, payload: dict[str, Any]) -> None:
-        """One transcript event of ``record``'s run; keyed by its ordinal in a durable run."""
+    def _child_event(
+        self, record: TaskRecord, kind: str, payload: dict[str, Any], call: Any = None
+    ) -> None:
+        """One transcript event of ``record``'s run. In a durable run it is keyed by its
+        ordinal (``EPOCH:N``; prompts, texts and tool calls come in the same order on every
+        replay), a tool result by its call's key (``EPOCH:Nr``): a replay's results may come
+        back in another order when a recorded one is returned and an in-flight one re-run."""
         key = None
         if record.run_key is not None:
-            record.events_keyed += 1
-            key = f"{record.run_key}:{record.events_keyed}"
+            called = record.calls_keyed.pop(call, None) if kind == "tool_result" and call else None
+            if called is not None:
+                key = called + "r"
+            else:
+                record.events_keyed += 1
+                key = f"{record.run_key}:{record.events_keyed}"
+                if kind == "tool_call" and call:
+                    record.calls_keyed[call] = key
         self.store.event(record.id, kind, payload, key=key)
 
     # -- notices -----------------------------------------------------------------------------
