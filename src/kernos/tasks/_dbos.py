@@ -15,11 +15,13 @@
   spawn children of its own (``max_depth`` > 1), whose children are in-memory records of one
   process.
 - A replayed run writes its transcript again: the task's events and its session's turns. Each
-  carries a key, ``EPOCH:N`` (its ordinal in the run), the same on every replay (the replayed
-  part emits the same events in the same order), and the store keeps the first event and turn
-  of each key (:attr:`DBOSEngine.replays`). So the completed part shows once, and so does the
-  in-flight step: a tool call whose event the dead executor wrote before its result is written
-  once, and its result when the resumed run gets it.
+  carries a key that is the same on every replay, and the store keeps the first event and turn
+  of each key (:attr:`DBOSEngine.replays`): ``EPOCH:N``, its ordinal in the run (a replay
+  emits the same prompts, texts, tool calls and turns in the same order), a tool result its
+  call's key and ``r`` (results may come back in another order). So the completed part shows
+  once, and so does the in-flight step: a tool call whose event the dead executor wrote before
+  its result is kept once, and its result is written when the resumed run gets it. A revived
+  run (``EPOCH`` > 1) rebuilt on a worker continues from the turns of the runs before it.
 - A follower (the process that spawned a child, waiting for it to be taken or to end) checks
   the workflows of the children it waits on (:meth:`DBOSEngine._reconcile`): a child active in
   the store whose workflow does not exist or has ended, for a grace, is ended ``lost`` with a
@@ -41,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import logging
 import threading
 import time
@@ -573,11 +576,14 @@ class DBOSEngine:
         if not waited or not self._launched:
             self._orphans.clear()
             return
+        ids = sorted({wf for wf, _ in waited.values()})
+        read = functools.partial(
+            DBOS.list_workflows, workflow_ids=ids, load_input=False, load_output=False
+        )
         try:
-            found = await DBOS.list_workflows_async(
-                workflow_ids=sorted({wf for wf, _ in waited.values()}),
-                load_input=False, load_output=False,
-            )  # fmt: skip
+            # on an executor thread, outside any workflow's context (a watcher started inside
+            # a child's run would otherwise record the read as a step of that child's workflow)
+            found = await asyncio.get_running_loop().run_in_executor(None, read)
         except Exception as exc:  # the next check asks again
             log.warning("tasks: could not read the workflows of waited-on children: %s", exc)
             return
