@@ -156,11 +156,10 @@ async def queued_child(project: Path) -> tuple[Runtime, TaskManager, Any, Any]:
     session.add_tools(manager.tools_for(session))
     call = {"prompt": "Survey.", "subagent_type": "explore"}
     (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+    engine: Any = manager.engine
     deadline = time.monotonic() + 60
     while True:
-        status = (
-            await DBOS.get_workflow_status_async(record.id) if manager.engine._launched else None
-        )  # type: ignore[attr-defined]
+        status = await DBOS.get_workflow_status_async(record.id) if engine._launched else None
         if status is not None:
             break
         assert time.monotonic() < deadline, "the child was never queued"
