@@ -28,7 +28,7 @@ def test_a_store_at_the_previous_schema_gets_its_sessions_from_their_turns(tmp_p
             rows,
         )
     store = Store(path)
-    assert store.versions("runtime") == [1, 2]
+    assert store.versions("runtime") == [1, 2, 3]
     assert list_sessions(store) == [
         {"id": "s_old2", "agent": "release", "model": None, "started_at": 200.0, "turns": 1,
          "input_tokens": 0, "output_tokens": 0, "last_active": 200.0, "first_prompt": "second"},

@@ -7,6 +7,7 @@ import asyncio
 import json
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -258,6 +259,32 @@ async def test_the_local_engine_gives_a_child_the_parent_s_tools_unchanged(
 
 
 # -- kill -9 of a worker, real processes -------------------------------------------------------
+def transcript_and_turns(project: Path, task: dict[str, Any]) -> tuple[list[tuple[str, str]], Any]:
+    """The task's transcript events as ``(type, text)`` and its child session's stored turns."""
+    with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
+        db.row_factory = sqlite3.Row
+        events = db.execute(
+            "SELECT type, payload FROM task_events WHERE task_id = ? AND type IN "
+            "('message', 'tool_call', 'tool_result') ORDER BY seq",
+            (task["id"],),
+        ).fetchall()
+        turns = db.execute(
+            "SELECT role, text, tool_calls, tool_results FROM turns WHERE session_id = ? "
+            "ORDER BY id",
+            (task["child_session"],),
+        ).fetchall()
+    shown = []
+    for event in events:
+        payload = json.loads(event["payload"])
+        shown.append((event["type"], str(payload.get("text") or payload.get("name"))))
+    rows = [
+        {**dict(t), "tool_calls": json.loads(t["tool_calls"]),
+         "tool_results": json.loads(t["tool_results"])}
+        for t in turns
+    ]  # fmt: skip
+    return shown, rows
+
+
 @pytest.mark.slow
 def test_kill_9_mid_child_resumes_elsewhere_without_running_a_completed_tool_call_again(
     project: Path,
@@ -319,3 +346,10 @@ def test_kill_9_mid_child_resumes_elsewhere_without_running_a_completed_tool_cal
     resent = [r for r in server.requests if second_request(r)]
     assert len(resent) == 2  # the in-flight request again, with the recorded tool result
     assert all("appended sent once" in text_of(last(r)) for r in resent)
+    # the transcript shows the replayed part once: `first` wrote the first message, the tool
+    # call and its result; `second` replayed them and wrote only what came after
+    events, turns = transcript_and_turns(project, task)
+    assert [kind for kind, _ in events] == ["message", "tool_call", "tool_result", "message"]
+    assert events[2] == ("tool_result", "appended sent once")
+    assert events[3] == ("message", "The survey found 3 modules.")
+    assert [t["role"] for t in turns] == ["user", "assistant", "tool", "assistant"]

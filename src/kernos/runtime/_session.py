@@ -120,6 +120,9 @@ class Session:
         self._exceeded: BudgetExceeded | None = None
         self._history: list[ModelMessage] = []
         self._watchers: Sequence[Watcher] = ()
+        #: the durable run whose turns are keyed, and how many it recorded (:meth:`key_turns`)
+        self._turn_run: str | None = None
+        self._turns_keyed = 0
         lean = lean_model_for(model, engine)
         self._lean = None if lean is None else LeanLoop(self, lean)
         self._agent = (
@@ -175,6 +178,18 @@ class Session:
             self._exceeded = exc
             return False
         return True
+
+    def key_turns(self, run: str | None) -> None:
+        """Key the turns recorded from now on ``RUN:1``, ``RUN:2``, … (``None``: unkeyed). A
+        durable run replayed after a crash records the turns of its replayed part again, under
+        the same keys: the store keeps the first of each, so the history is not doubled."""
+        self._turn_run, self._turns_keyed = run, 0
+
+    def _turn_key(self) -> str | None:
+        if self._turn_run is None:
+            return None
+        self._turns_keyed += 1
+        return f"{self._turn_run}:{self._turns_keyed}"
 
     # -- tools ------------------------------------------------------------------------------
     def add_tools(self, tools: Iterable[ToolSpec[Any]]) -> None:
@@ -345,7 +360,9 @@ class Session:
                         content = (
                             part.content if isinstance(part.content, str) else str(part.content)
                         )
-                        self.store.record_turn(self.session_id, self.agent, "user", content)
+                        self.store.record_turn(
+                            self.session_id, self.agent, "user", content, key=self._turn_key()
+                        )
                 results = [
                     _result_record(part, self._results.get(part.tool_call_id))
                     for part in message.parts
@@ -353,7 +370,11 @@ class Session:
                 ]
                 if results:
                     self.store.record_turn(
-                        self.session_id, self.agent, "tool", tool_results=results
+                        self.session_id,
+                        self.agent,
+                        "tool",
+                        tool_results=results,
+                        key=self._turn_key(),
                     )
             elif isinstance(message, ModelResponse):
                 calls = [
@@ -369,6 +390,7 @@ class Session:
                     tool_calls=calls,
                     input_tokens=message.usage.input_tokens,
                     output_tokens=message.usage.output_tokens,
+                    key=self._turn_key(),
                 )
 
 

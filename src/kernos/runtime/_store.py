@@ -59,6 +59,12 @@ _INSERT_TURN = (
     "INSERT INTO turns (session_id, agent, role, text, tool_calls, tool_results,"
     " input_tokens, output_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+#: a turn of a durable run: a key the session already holds is a replay of it, and kept once
+_INSERT_KEYED_TURN = (
+    "INSERT INTO turns (session_id, agent, role, text, tool_calls, tool_results,"
+    " input_tokens, output_tokens, created_at, run_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (session_id, run_key) DO NOTHING"
+)
 
 #: How long the loop waits before retrying writes a locked or failing store did not take.
 RETRY_SECONDS = 0.5
@@ -98,6 +104,17 @@ _RUNTIME_MIGRATIONS: list[Migration] = [
         );
         INSERT INTO sessions (id, agent, model, created_at)
             SELECT session_id, MIN(agent), '', MIN(created_at) FROM turns GROUP BY session_id
+        """,
+    ),
+    (
+        3,
+        "turn keys of durable runs",
+        # a child run that DBOS resumes replays its completed part and records those turns
+        # again: each carries a key that is the same on every replay (run epoch and ordinal),
+        # so the store keeps the first; other turns have none (NULLs never collide)
+        """
+        ALTER TABLE turns ADD COLUMN run_key TEXT;
+        CREATE UNIQUE INDEX turns_run_key ON turns(session_id, run_key)
         """,
     ),
 ]
@@ -544,22 +561,27 @@ class Store:
         tool_results: Sequence[dict[str, Any]] = (),
         input_tokens: int = 0,
         output_tokens: int = 0,
+        key: str | None = None,
     ) -> None:
-        """Append one conversation turn (secrets redacted); buffered (:meth:`write_later`)."""
-        self.write_later(
-            _INSERT_TURN,
-            (
-                session_id,
-                agent,
-                role,
-                redact(text),
-                json.dumps(redact(list(tool_calls)), ensure_ascii=False, default=str),
-                json.dumps(redact(list(tool_results)), ensure_ascii=False, default=str),
-                input_tokens,
-                output_tokens,
-                time.time(),
-            ),
+        """Append one conversation turn (secrets redacted); buffered (:meth:`write_later`).
+
+        ``key``: the turn's place in a durable run (the same on every replay of the run); a
+        turn whose key the session already has is not recorded again."""
+        values = (
+            session_id,
+            agent,
+            role,
+            redact(text),
+            json.dumps(redact(list(tool_calls)), ensure_ascii=False, default=str),
+            json.dumps(redact(list(tool_results)), ensure_ascii=False, default=str),
+            input_tokens,
+            output_tokens,
+            time.time(),
         )
+        if key is None:
+            self.write_later(_INSERT_TURN, values)
+        else:
+            self.write_later(_INSERT_KEYED_TURN, (*values, key))
 
     def turns(self, session_id: str) -> list[dict[str, Any]]:
         self.flush()

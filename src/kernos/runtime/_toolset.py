@@ -101,7 +101,7 @@ class KernosToolset(AbstractToolset[Any]):
             args = shown = decode_arguments(raw, name)
         except ToolError:  # call_tool answers it with the code; the event shows what was sent
             args, shown = raw, raw if isinstance(raw, str) else "(arguments nested too deeply)"
-        self._session.emit("tool_call", name=name, args=shown)
+        self._session.emit("tool_call", name=name, args=shown, call_id=tool_call_id)
         with span(
             "kernos.tool_call", tool=name, call_id=tool_call_id,
             session_id=self._session.session_id, agent=self._session.agent,
@@ -124,5 +124,5 @@ class KernosToolset(AbstractToolset[Any]):
             result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret
         self._on_result(tool_call_id or "", result)
-        self._session.emit("tool_result", name=name, result=result)
+        self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
         return result

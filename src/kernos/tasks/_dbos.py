@@ -17,7 +17,19 @@
   only the step that was in flight runs again. The calls of one turn start in the model's order,
   so their step ids are the same on every replay. Not steps: the task tools of a child that may
   spawn children of its own (``max_depth`` > 1), whose children are in-memory records of one
-  process; and the task's event log, which a resumed run writes again for the replayed part.
+  process.
+- A replayed run writes its transcript again: the task's events and its session's turns. Each
+  carries a key that is the same on every replay, and the store keeps the first event and turn
+  of each key (:attr:`DBOSEngine.replays`): ``EPOCH:N``, its ordinal in the run (a replay
+  emits the same prompts, texts, tool calls and turns in the same order), a tool result its
+  call's key and ``r`` (results may come back in another order). So the completed part shows
+  once, and so does the in-flight step: a tool call whose event the dead executor wrote before
+  its result is kept once, and its result is written when the resumed run gets it. A revived
+  run (``EPOCH`` > 1) rebuilt on a worker continues from the turns of the runs before it.
+- A follower (the process that spawned a child, waiting for it to be taken or to end) checks
+  the workflows of the children it waits on (:meth:`DBOSEngine._reconcile`): a child active in
+  the store whose workflow does not exist or has ended, for a grace, is ended ``lost`` with a
+  reason saying so, and its notice is delivered once as for any end.
 - The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
   never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
   deleted when the engine closes.
@@ -42,6 +54,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import logging
 import threading
 import time
@@ -98,6 +111,14 @@ FOLLOW_SECONDS = 0.25
 #: a followed child's end: its row and whether this process claimed its notice (``None``: the
 #: row is gone)
 Ended = tuple[dict[str, Any], bool] | None
+#: how often a follower asks DBOS whether the workflows of the children it waits on still exist
+ORPHAN_CHECK_SECONDS = 1.0
+#: how long a waited-on child may stay active in the store while its workflow does not exist or
+#: has ended before the follower ends it ``lost`` (an executor commits a run's end to the store
+#: before its workflow records its own, so this covers a slow store, not the normal order)
+ORPHAN_GRACE_SECONDS = 3.0
+#: the DBOS statuses of a workflow that ended: no executor will run it again
+_WORKFLOW_ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 
 def queue_name(model_name: str) -> str:
@@ -372,6 +393,8 @@ class DBOSEngine:
     """
 
     name = "dbos"
+    #: a run may be replayed (resumed after a crash): the scheduler keys its events and turns
+    replays = True
 
     def __init__(
         self,
@@ -412,6 +435,12 @@ class DBOSEngine:
         self._taker: asyncio.Task[None] | None = None
         self._finished: list[str] = []
         self.stopping = False  # :meth:`leave` was called: no new child starts here
+        #: the workflows this process queued whose admission it still waits for
+        self._enqueued: set[str] = set()
+        #: workflows of waited-on children seen gone or ended, by workflow id: since when
+        self._orphans: dict[str, float] = {}
+        self._orphan_check = 0.0  # when the follower last asked DBOS (monotonic)
+        self.orphan_checks = 0  # how many times it asked (tests wait on it)
 
     # -- the port ---------------------------------------------------------------------------
     def start(self, record: TaskRecord, text: str) -> None:
@@ -539,6 +568,7 @@ class DBOSEngine:
             # committed yet, it would find nothing to take and the child would never run)
             await self.scheduler.store.store.flushed()
             await self.ready(record.model_name, enqueue=(wf_id, record, text))
+            self._enqueued.add(wf_id)  # from now on its workflow exists: the follower checks it
 
         # shielded: a run leaving (--no-wait) while the child is being queued still queues it
         queued = asyncio.ensure_future(queue())
@@ -580,6 +610,7 @@ class DBOSEngine:
                 return
         finally:
             self._admissions.pop(wf_id, None)
+            self._enqueued.discard(wf_id)
             if record in self._order:
                 self._order.remove(record)
             if not admitted.done() or admitted.cancelled() or admitted.exception():
@@ -628,6 +659,73 @@ class DBOSEngine:
             ]
             if ended:
                 await self._ended(ended)
+            if time.monotonic() - self._orphan_check >= ORPHAN_CHECK_SECONDS:
+                active = {str(s) for s in ACTIVE}
+                waited = {
+                    task_id: (wf, rows[task_id])
+                    for task_id, wf in by_task.items()
+                    if wf in self._enqueued and task_id in rows
+                }  # a child still being queued has no workflow yet: not checked
+                waited.update(
+                    (task_id, (workflow_id(task_id, rows[task_id]["run_epoch"]), rows[task_id]))
+                    for task_id in followed
+                    if task_id in rows
+                )
+                try:
+                    await self._reconcile(
+                        {i: w for i, w in waited.items() if w[1]["status"] in active}
+                    )
+                except Exception as exc:  # the next check tries again
+                    log.warning("tasks: could not check the waited-on children: %s", exc)
+
+    async def _reconcile(self, waited: dict[str, tuple[str, dict[str, Any]]]) -> None:
+        """End ``lost`` each waited-on child (task id → its workflow and row, active) whose
+        workflow does not exist or has ended for :data:`ORPHAN_GRACE_SECONDS`: no executor will
+        ever run or finish it. A queued workflow (``ENQUEUED``: a busy worker, or no worker for
+        its model yet) and a running one (``PENDING``: the reaper judges its executor) are left
+        alone. The end is written only over the active row of that run, so whoever ends a run
+        first wins; the follower then mirrors it and claims its one notice as for any end."""
+        self._orphan_check = time.monotonic()
+        if not waited or not self._launched:
+            self._orphans.clear()
+            return
+        ids = sorted({wf for wf, _ in waited.values()})
+        read = functools.partial(
+            DBOS.list_workflows, workflow_ids=ids, load_input=False, load_output=False
+        )
+        try:
+            # on an executor thread, outside any workflow's context (a watcher started inside
+            # a child's run would otherwise record the read as a step of that child's workflow)
+            found = await asyncio.get_running_loop().run_in_executor(None, read)
+        except Exception as exc:  # the next check asks again
+            log.warning("tasks: could not read the workflows of waited-on children: %s", exc)
+            return
+        self.orphan_checks += 1
+        statuses = {found_wf.workflow_id: str(found_wf.status) for found_wf in found}
+        now = time.monotonic()
+        orphans: dict[str, float] = {}
+        for task_id, (wf, row) in waited.items():
+            status = statuses.get(wf)
+            if status is not None and status not in _WORKFLOW_ENDED:
+                continue
+            since = orphans[wf] = self._orphans.get(wf, now)
+            if now - since < ORPHAN_GRACE_SECONDS:
+                continue
+            if status is None:
+                what = f"its DBOS workflow {wf} does not exist (never queued, or deleted)"
+            else:
+                what = f"its DBOS workflow {wf} ended ({status}) while the task was {row['status']}"
+            reason = (
+                f"{what}, so no executor will ever run or finish it; start it again with the "
+                "task tool (task_output shows what it did)"
+            )
+            log.warning("task %s: %s", task_id, reason)
+            store = self.scheduler.store
+            await asyncio.to_thread(
+                store.lose, task_id, int(row["run_epoch"] or 1), row["status"], reason
+            )
+            del orphans[wf]
+        self._orphans = orphans
 
     def _mirror(
         self,
@@ -741,6 +839,10 @@ class DBOSEngine:
         finally:
             if not record.leave:  # a left workflow's record is what another executor resumes
                 self._finished.append(workflow_id(task_id, epoch))
+        try:  # the end in the store before the workflow's: a follower never sees it the other
+            await store.store.flushed()  # way round unless no one wrote the end (see _reconcile)
+        except Exception as exc:  # kept for the store's retry; the follower's grace covers it
+            log.warning("task %s: its end is not committed yet: %s", task_id, exc)
         return str(record.status)
 
     async def _take(self, task_id: str) -> dict[str, Any] | None:

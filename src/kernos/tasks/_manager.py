@@ -300,6 +300,9 @@ class TaskManager(TaskScheduler):
             row.get("child_session") or "s_" + record.id.removeprefix("t_"),
             available=self.remote_tools or {},
         )
+        if epoch > 1:  # a revival continues the conversation of the child's earlier runs
+            turns = self.runtime.store.turns(record.session.session_id)
+            record.session.history = history_from_turns(earlier_runs(turns, epoch))
         return record
 
     # -- children of an earlier run ----------------------------------------------------------
@@ -401,6 +404,18 @@ class TaskManager(TaskScheduler):
     def attachment(self, session: Session) -> TaskToolset:
         """The manager as ``session``'s toolset (what ``kernos run`` composes)."""
         return TaskToolset(self.runtime, manager=self, session=session)
+
+
+def earlier_runs(turns: Sequence[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
+    """The stored ``turns`` of a child's runs before run ``epoch``: a run that is resumed
+    replays its own turns (keyed ``EPOCH:N``, see :meth:`kernos.runtime.Session.key_turns`), so
+    the ones an earlier attempt of it stored are not history it continues from."""
+    kept = []
+    for turn in turns:
+        run, _, _ = str(turn.get("run_key") or "").partition(":")
+        if not run.isdigit() or int(run) < epoch:
+            kept.append(turn)
+    return kept
 
 
 class TaskToolset(BaseToolset):

@@ -67,6 +67,14 @@ class TaskRecord:
     leave: bool = False
     executor: str | None = None  # who runs it (``host:pid``) when not this process
     grants: list[str] = field(default_factory=list)
+    #: a durable run (the DBOS engine): its transcript events carry keys ``EPOCH:N``, the same
+    #: on every replay of the run, so a resumed run does not write its replayed part again;
+    #: ``None``: unkeyed (the local engine)
+    run_key: str | None = None
+    events_keyed: int = 0  # how many events this run wrote under ``run_key``
+    #: the key of each tool call of this run, by call id: its result's key is that key + "r"
+    #: (parallel calls' results may come back in another order on a replay)
+    calls_keyed: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str | None:
@@ -160,6 +168,11 @@ class TaskScheduler:
         # each run (a spawn, a revival) has the whole budget of its target
         budget = self.config.task_budget(record.item.category, record.item.subagent_type)
         session.set_budget(budget)
+        # a run the engine may replay (DBOS resumes it after a crash) keys its events and turns
+        replays = getattr(self.engine, "replays", False)
+        record.run_key = str(record.run_epoch) if replays else None
+        record.events_keyed, record.calls_keyed = 0, {}
+        session.key_turns(record.run_key)
         # the wall clock starts when the engine admitted the child, not while it was queued
         deadline = asyncio.timeout(budget.timeout)
         try:
@@ -242,28 +255,51 @@ class TaskScheduler:
     def _on_child_event(self, record: TaskRecord, event: SessionEvent) -> None:
         data = event.data
         if event.kind == "prompt":
-            self.store.event(record.id, "message", {"role": "user", "text": data.get("text", "")})
+            self._child_event(record, "message", {"role": "user", "text": data.get("text", "")})
         elif event.kind == "text":
-            self.store.event(
-                record.id, "message", {"role": "assistant", "text": data.get("text", "")}
+            self._child_event(
+                record, "message", {"role": "assistant", "text": data.get("text", "")}
             )
         elif event.kind == "tool_call":
-            self.store.event(
-                record.id, "tool_call", {"name": data.get("name"), "args": data.get("args")}
+            self._child_event(
+                record,
+                "tool_call",
+                {"name": data.get("name"), "args": data.get("args")},
+                data.get("call_id"),
             )
         elif event.kind == "tool_result":
             result = data.get("result")
-            self.store.event(
-                record.id,
+            self._child_event(
+                record,
                 "tool_result",
                 {
                     "name": data.get("name"),
                     "text": getattr(result, "text", ""),
                     "is_error": getattr(result, "is_error", False),
                 },
+                data.get("call_id"),
             )
         if record.parent.on_event is not None:
             record.parent.on_event(event)
+
+    def _child_event(
+        self, record: TaskRecord, kind: str, payload: dict[str, Any], call: Any = None
+    ) -> None:
+        """One transcript event of ``record``'s run. In a durable run it is keyed by its
+        ordinal (``EPOCH:N``; prompts, texts and tool calls come in the same order on every
+        replay), a tool result by its call's key (``EPOCH:Nr``): a replay's results may come
+        back in another order when a recorded one is returned and an in-flight one re-run."""
+        key = None
+        if record.run_key is not None:
+            called = record.calls_keyed.pop(call, None) if kind == "tool_result" and call else None
+            if called is not None:
+                key = called + "r"
+            else:
+                record.events_keyed += 1
+                key = f"{record.run_key}:{record.events_keyed}"
+                if kind == "tool_call" and call:
+                    record.calls_keyed[call] = key
+        self.store.event(record.id, kind, payload, key=key)
 
     # -- notices -----------------------------------------------------------------------------
     def notice(self, record: TaskRecord) -> str:

@@ -99,6 +99,17 @@ MIGRATIONS = [
         )
         """,
     ),
+    (
+        5,
+        "event keys of durable runs (issue 11)",
+        # a child run that DBOS resumes replays its completed part and writes those events
+        # again: each carries a key that is the same on every replay (run epoch and ordinal),
+        # so the store keeps the first; other events have none (NULLs never collide)
+        """
+        ALTER TABLE task_events ADD COLUMN run_key TEXT;
+        CREATE UNIQUE INDEX task_events_run_key ON task_events(task_id, run_key)
+        """,
+    ),
 ]
 
 _COLUMNS = frozenset(
@@ -117,6 +128,12 @@ _STILL_ACTIVE = " AND status IN ('pending', 'running')"
 _INSERT_EVENT = (
     "INSERT INTO task_events (task_id, seq, type, payload, created_at) "
     "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM task_events WHERE task_id = ?"
+)
+#: an event of a durable run: a key the task already has is a replay of it, and kept once
+_INSERT_KEYED_EVENT = (
+    "INSERT INTO task_events (task_id, seq, type, payload, created_at, run_key) "
+    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM task_events WHERE task_id = ? "
+    "ON CONFLICT (task_id, run_key) DO NOTHING"
 )
 
 
@@ -200,14 +217,21 @@ class TaskStore:
         where = "id = ?" + (_STILL_ACTIVE if if_active else "")
         self._write(f"UPDATE tasks SET {sets} WHERE {where}", [*fields.values(), task_id])
 
-    def event(self, task_id: str, kind: str, payload: dict[str, Any]) -> None:
+    def event(
+        self, task_id: str, kind: str, payload: dict[str, Any], *, key: str | None = None
+    ) -> None:
         """Append one event (secrets redacted).
 
         Its ``seq`` is allocated by the INSERT itself, inside the flush's write transaction, so
         another process appending to the same task (``kernos tasks cancel``) never collides.
+        ``key``: the event's place in a durable run (the same on every replay of the run); an
+        event whose key the task already has is not written again.
         """
         data = json.dumps(redact(payload), ensure_ascii=False, default=str)
-        self._write(_INSERT_EVENT, (task_id, kind, data, time.time(), task_id))
+        if key is None:
+            self._write(_INSERT_EVENT, (task_id, kind, data, time.time(), task_id))
+        else:
+            self._write(_INSERT_KEYED_EVENT, (task_id, kind, data, time.time(), key, task_id))
 
     def new_id_taken(self, task_id: str) -> bool:
         self.flush()
@@ -502,6 +526,28 @@ class TaskStore:
         )
         self.event(task_id, "status", {"from": status, "to": "lost", "why": reason})
         self.flush()
+
+    def lose(self, task_id: str, epoch: int, status: str, reason: str) -> bool:
+        """End run ``epoch`` of ``task_id`` ``lost`` if it is still active (its ``status``
+        event only then, in the same transaction); ``False`` when another process ended it or
+        a later run started first."""
+        self.flush()
+        now = time.time()
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE tasks SET status = ?, residency = ?, error = ?, finished_at = ?, "
+                "updated_at = ? WHERE id = ? AND run_epoch = ?" + _STILL_ACTIVE,
+                (str(TaskStatus.LOST), str(Residency.DISPOSED), redact(reason), now, now,
+                 task_id, epoch),
+            )  # fmt: skip
+            if not cursor.rowcount:
+                return False
+            data = json.dumps(
+                {"from": status, "to": "lost", "epoch": epoch, "why": redact(reason)},
+                ensure_ascii=False,
+            )
+            conn.execute(_INSERT_EVENT, (task_id, "status", data, now, task_id))
+        return True
 
 
 def executor_id() -> str:
