@@ -541,6 +541,7 @@ class LeanLoop:
         if store is None:
             return
         sid, agent = self.session.session_id, self.session.agent
+        key = self.session._turn_key  # keyed in a durable run: a replay records nothing twice
         results: list[dict[str, Any]] = []
         pending = self.session._results
         for message, info in zip(self.messages[start:], self.meta[start:], strict=True):
@@ -557,10 +558,10 @@ class LeanLoop:
                 results.append(record)
                 continue
             if results:
-                store.record_turn(sid, agent, "tool", tool_results=results)
+                store.record_turn(sid, agent, "tool", tool_results=results, key=key())
                 results = []
             if role == "user":
-                store.record_turn(sid, agent, "user", message["content"])
+                store.record_turn(sid, agent, "user", message["content"], key=key())
             elif role == "assistant":
                 reply = info if isinstance(info, Reply) else Reply()
                 calls = [{"id": i, "name": n, "args": a} for i, n, a in reply.calls]
@@ -572,9 +573,10 @@ class LeanLoop:
                     tool_calls=calls,
                     input_tokens=reply.input_tokens,
                     output_tokens=reply.output_tokens,
+                    key=key(),
                 )
         if results:
-            store.record_turn(sid, agent, "tool", tool_results=results)
+            store.record_turn(sid, agent, "tool", tool_results=results, key=key())
 
 
 def usage_responses(replies: Sequence[Reply]) -> list[ModelResponse]:
