@@ -276,3 +276,55 @@ async def test_a_child_whose_cancel_was_asked_while_queued_ends_cancelled_where_
     finally:
         await manager.aclose(wait=True)
         runtime.close()
+
+
+@pytest.mark.slow
+def test_a_child_whose_executors_keep_dying_ends_lost_instead_of_being_resumed_again(
+    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    """A run already resumed MAX_RESUMES times after its executor died is not resumed once more
+    (a child that takes down every process it runs on would make its way through the fleet): it
+    ends ``lost``, saying why, and its parent hears so once."""
+    from kernos.tasks._dbos import MAX_RESUMES
+
+    use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
+    gate = threading.Event()
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("never", when=agent_is("EXPLORE-AGENT", "Survey the repository."), hold=gate),
+        text("It was lost.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    first = start(project, server, "worker")
+    procs.append(first)
+    run = start(project, server, "run", "survey it", "-q")
+    procs.append(run)
+    deadline = time.monotonic() + 90
+    while not any(agent_is("EXPLORE-AGENT")(r) for r in server.requests):
+        assert time.monotonic() < deadline, "the child never reached the model"
+        time.sleep(0.05)
+    running = row(project, "running")
+    assert running is not None
+    with sqlite3.connect(project / ".kernos" / "kernos.db") as db:  # as if resumed before
+        for n in range(MAX_RESUMES):
+            db.execute(
+                "INSERT INTO task_events (task_id, seq, type, payload, created_at) "
+                "VALUES (?, ?, 'resumed', ?, 0)",
+                (running["id"], 1000 + n, f'{{"epoch": 1, "time": {n + 1}, "after": "h:1"}}'),
+            )
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    second = start(project, server, "worker")
+    procs.append(second)
+    out, errors = run.communicate(timeout=120)
+    gate.set()
+    assert run.returncode == 0, errors
+    assert out == "It was lost.\n"
+    lost = row(project, "lost")
+    assert lost is not None and lost["id"] == running["id"]
+    assert f"stopped answering {MAX_RESUMES + 1} times" in lost["error"]
+    assert "Start it anew with the task tool" in lost["error"]
+    asked = [r for r in server.requests if agent_is("EXPLORE-AGENT")(r)]
+    assert len(asked) == 1  # not run again on the second worker
+    notices = [r for r in server.requests if agent_is("MAIN-AGENT", "task completion")(r)]
+    assert len(notices) == 1

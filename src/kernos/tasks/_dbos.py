@@ -37,6 +37,8 @@
   an executor silent for three beats, ``lost`` or (``on_crash = "resume"``) resumed: each
   workflow the dead executor left pending goes back on its own model's queue
   (:func:`resume_left`), where any executor of that queue takes it, under the model's limit.
+  Each resume is a ``resumed`` event; a run resumed :data:`MAX_RESUMES` times whose executor
+  dies again ends ``lost`` (DBOS's own count of attempts starts again at each resume).
 - Only DBOS's public API is used (checked against dbos 3.4; a test fails on a private name), so
   an upgrade of DBOS cannot silently change the engine underneath.
 
@@ -99,6 +101,10 @@ APP_NAME = "kernos"
 APP_VERSION = "kernos-tasks-2"  # 2: tool calls became steps
 QUEUE_PREFIX = "kernos."
 POLL_SECONDS = 0.1
+#: how often one run of a child is resumed after its executor died: a child that takes down every
+#: process it runs on (a tool that exhausts memory, say) ends ``lost`` instead of making its way
+#: through the fleet
+MAX_RESUMES = 3
 
 ContextItems = list[tuple[contextvars.ContextVar[Any], Any]]
 #: how a queued run was admitted: here (the workflow's context, and a future for its end
@@ -913,8 +919,23 @@ class DBOSEngine:
         rows = await asyncio.to_thread(store.running_on, dead)
         if self.on_crash == "resume":
             log.warning("tasks: executor %s is silent; resuming its %d task(s)", dead, len(rows))
-            for row in rows:  # no one's: any executor of its queue may take it, and a second
-                store.update(row["id"], executor=None)  # reaper pass does not resume it again
+            resumed = await asyncio.to_thread(store.resumes, [r["id"] for r in rows])
+            for row in rows:
+                epoch = row["run_epoch"]
+                times = resumed.get((row["id"], epoch), 0)
+                if times >= MAX_RESUMES:  # its workflow is cancelled: resume_left leaves it
+                    reason = (
+                        f"its executor stopped answering {times + 1} times while running it "
+                        f"(last {dead}); it is not resumed again. Start it anew with the task "
+                        "tool if its work is still needed."
+                    )
+                    await asyncio.to_thread(store.mark_lost, row["id"], row["status"], reason)
+                    await self._cancel_workflow(workflow_id(row["id"], epoch))
+                    continue
+                resume = {"epoch": epoch, "time": times + 1, "after": dead}
+                store.event(row["id"], "resumed", resume)
+                # no one's: any executor of its queue may take it, and a second reaper pass
+                store.update(row["id"], executor=None)  # does not resume it again
             store.flush()
             await resume_left(dead)
             return

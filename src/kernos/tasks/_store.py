@@ -278,6 +278,25 @@ class TaskStore:
         )
         return [{**dict(row), "payload": json.loads(row["payload"])} for row in rows]
 
+    def resumes(self, task_ids: Sequence[str]) -> dict[tuple[str, int], int]:
+        """How often each run (task id, epoch) of ``task_ids`` was resumed after its executor
+        died (its ``resumed`` events), in one query."""
+        self.flush()
+        if not task_ids:
+            return {}
+        marks = ", ".join("?" for _ in task_ids)
+        rows = self.store.query(
+            "SELECT task_id, payload FROM task_events WHERE type = 'resumed' "
+            f"AND task_id IN ({marks})",
+            tuple(task_ids),
+        )
+        counts: dict[tuple[str, int], int] = {}
+        for row in rows:
+            epoch = json.loads(row["payload"]).get("epoch")
+            if isinstance(epoch, int):
+                counts[row["task_id"], epoch] = counts.get((row["task_id"], epoch), 0) + 1
+        return counts
+
     def transcript(self, task_id: str) -> list[str]:
         """The task's transcript as text lines (messages, tool calls, results, state changes)."""
         lines: list[str] = []
