@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -154,18 +155,27 @@ def test_without_the_privilege_or_the_command_the_helper_says_why_in_one_line(
     python = Path("/usr/bin/python3")  # the venv's may not be readable by an unprivileged user
     if os.geteuid() != 0 or shutil.which("runuser") is None or not python.is_file():
         pytest.skip("needs root, runuser and /usr/bin/python3 to try as an unprivileged user")
-    program = (
-        f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
-        "from tests._netns import Namespaces, NetnsUnavailable\n"
-        "try:\n"
-        "    Namespaces(1).start()\n"
-        "except NetnsUnavailable as exc:\n"
-        "    print(exc)\n"
-    )
-    done = subprocess.run(
-        ["runuser", "-u", "nobody", "--", str(python), "-c", program], cwd="/",
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+    # the helper, copied where that user can read it (the checkout may be in a private directory)
+    shelf = Path(tempfile.mkdtemp(prefix="kernos-netns-"))
+    try:
+        shelf.chmod(0o755)
+        shutil.copyfile(REPO / "tests" / "_netns.py", shelf / "_netns.py")
+        (shelf / "_netns.py").chmod(0o644)
+        program = (
+            f"import sys; sys.path.insert(0, {str(shelf)!r})\n"
+            "from _netns import Namespaces, NetnsUnavailable\n"
+            "try:\n"
+            "    Namespaces(1).start()\n"
+            "except NetnsUnavailable as exc:\n"
+            "    print(exc)\n"
+        )
+        done = subprocess.run(
+            ["runuser", "-u", "nobody", "--", str(python), "-c", program], cwd="/",
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(shelf, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("`ip netns add kn") and "failed: " in done.stdout
     assert done.stdout.count("\n") == 1 and done.stderr == ""
     monkeypatch.setenv("PATH", "")
