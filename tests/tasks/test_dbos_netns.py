@@ -155,6 +155,8 @@ def test_without_the_privilege_or_the_command_the_helper_says_why_in_one_line(
     python = Path("/usr/bin/python3")  # the venv's may not be readable by an unprivileged user
     if os.geteuid() != 0 or shutil.which("runuser") is None or not python.is_file():
         pytest.skip("needs root, runuser and /usr/bin/python3 to try as an unprivileged user")
+    if shutil.which("ip") is None:
+        pytest.skip("no `ip` command (iproute2): the unprivileged try would not reach `ip`")
     # the helper, copied where that user can read it (the checkout may be in a private directory)
     shelf = Path(tempfile.mkdtemp(prefix="kernos-netns-"))
     try:
