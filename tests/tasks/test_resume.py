@@ -245,12 +245,20 @@ def test_at_exit_settled_children_are_evicted_and_unfinished_ones_disposed(
     quick = {"prompt": "Quick job.", "category": "quick", "name": "quick"}
     slow = {"prompt": "Slow job.", "subagent_type": "explore", "name": "slow",
             "run_in_background": True}  # fmt: skip
+    running = threading.Event()  # the slow child is in its model request, not still queued
+
+    def slow_child(request: dict[str, Any]) -> bool:
+        if agent_is("EXPLORE-AGENT")(request):
+            running.set()
+            return True
+        return False
+
     gated.script(
         tool_call("task", quick, when=agent_is("MAIN-AGENT", "two jobs")),
         text("Quick done.", when=agent_is("QUICK-WORKER")),
         tool_call("task", slow, when=agent_is("MAIN-AGENT", "Quick done.")),
-        text("Not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
-        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
+        text("Not waiting.", when=agent_is("MAIN-AGENT", "Started task"), hold=running),
+        text("never delivered", when=slow_child, hold=gated.gate),
     )
     ok(kernos(project, gated, "run", "two jobs", "--no-wait", "-q"))
     states = {t["name"]: (t["status"], t["residency"]) for t in tasks(project, gated)}
