@@ -216,13 +216,16 @@ def workers_on_postgres(
                     argv, cwd=home, env=worker_env, stderr=subprocess.PIPE, text=True
                 )
                 procs.append(worker)
-            for proc in procs:  # each is up (its launch is not what is measured)
-                _ready(proc)
+            logs = [_ready(proc) for proc in procs]  # each is up (its launch is not measured)
             idle = [psutil.Process(p.pid) for p in procs]
             before = [_cpu(p) for p in idle]
             throttled_before = [cpu.throttled(n) for n in range(workers)] if cpu else []
             requests_before = len(server.requests)
             opened_before = connections[0]
+            samples: list[tuple[float, float]] = []  # (time, the workers' CPU seconds)
+            sampling = threading.Event()
+            sampler = threading.Thread(target=_sample, args=(procs, samples, sampling))
+            sampler.start()
             started, wall = time.perf_counter(), time.time()
             output = stack.enter_context(tempfile.TemporaryFile("w+"))
             run = subprocess.Popen(
@@ -233,6 +236,8 @@ def workers_on_postgres(
             run.returncode = os.waitstatus_to_exitcode(status)
             elapsed = time.perf_counter() - started
             used = [_cpu(p) - b for p, b in zip(idle, before, strict=True)]
+            sampling.set()
+            sampler.join()
             worker_rss = [_peak_rss(p.pid) for p in procs]
             throttled = [
                 tuple(a - b for a, b in zip(cpu.throttled(n), throttled_before[n], strict=True))
@@ -241,6 +246,7 @@ def workers_on_postgres(
             requests = len(server.requests) - requests_before
             opened = connections[0] - opened_before
             run_cpu = usage.ru_utime + usage.ru_stime
+            contended = [sum("Contention detected" in line for line in log) for log in logs]
             for proc in procs:
                 proc.terminate()
             for proc in procs:
@@ -251,7 +257,14 @@ def workers_on_postgres(
             ((first, spawned, last),) = db.execute(
                 "SELECT MIN(created_at), MAX(created_at), MAX(finished_at) FROM tasks"
             ).fetchall()
+            ((waited, longest),) = db.execute(
+                "SELECT AVG(started_at - created_at), MAX(started_at - created_at) FROM tasks"
+            ).fetchall()
+            shares = [n for (n,) in db.execute(
+                "SELECT COUNT(*) FROM tasks GROUP BY executor ORDER BY COUNT(*) DESC"
+            )]  # fmt: skip
     worker_cpu = sum(used)
+    in_phase = _at(samples, last) - _at(samples, first)  # the workers' CPU in the children phase
     label = " (the run's model instant)" if instant_parent else ""
     where = f" on hosts of {hosts:g} CPU" if hosts else ""
     where += " in network namespaces" if netns else ""
@@ -262,19 +275,27 @@ def workers_on_postgres(
           f"end {wall + elapsed - last:.2f} s")  # fmt: skip
     print(f"      CPU: run {run_cpu:.1f} s ({run_cpu / count * 1000:.0f} ms per child, start-up "
           f"included), workers {' + '.join(f'{u:.1f}' for u in used)} s "
-          f"({worker_cpu / count * 1000:.0f} ms per child)")  # fmt: skip
+          f"({worker_cpu / count * 1000:.0f} ms per child), {in_phase:.1f} s of it in the "
+          f"children phase")  # fmt: skip
+    if hosts:
+        share = in_phase / (workers * hosts * (last - first))
+        print(f"      the hosts' CPU quota {hosts:g} CPU each ({hosts * 100:.0f} ms per 100 ms): "
+              f"the workers used {share:.0%} of it in the children phase")  # fmt: skip
     print(f"      peak RSS: run {usage.ru_maxrss / 1024:.0f} MB, workers "
           f"{' + '.join(f'{r / 1024:.0f}' for r in worker_rss)} MB; model server: "
           f"{requests} requests over {opened} connections (HTTP/1.1 keep-alive)")  # fmt: skip
+    print(f"      children per worker {' + '.join(map(str, shares))}; a child waited "
+          f"{waited:.2f} s on average from spawned to started ({longest:.2f} s at most); DBOS "
+          f"queue contention warnings {' + '.join(map(str, contended))}")  # fmt: skip
     if throttled:
-        print(f"      hosts' CPU quota {hosts:g} CPU each ({hosts * 100:.0f} ms per 100 ms): "
-              "throttled in " + ", ".join(f"{t:.0f} of {p:.0f} periods ({s:.1f} s)"
-                                          for p, t, s in throttled))  # fmt: skip
+        periods = ", ".join(f"{t:.0f} of {p:.0f} periods ({s:.1f} s)" for p, t, s in throttled)
+        print(f"      throttled by their quota in {periods}")
     return {
         "elapsed": elapsed,
         "children": last - first,
         "run_cpu": run_cpu,
         "worker_cpu": worker_cpu,
+        "phase_cpu": in_phase,
     }
 
 
@@ -297,14 +318,12 @@ def scaling(
     print(f"   3 workers / 1 worker: whole run {three['elapsed'] / one['elapsed']:.2f}×, "
           f"children phase {three['children'] / one['children']:.2f}× (target ≤ 0.5×)")  # fmt: skip
     if hosts:
-        floor_one = one["worker_cpu"] / hosts
-        floor = three["worker_cpu"] / min(3 * hosts, cores)
-        print(f"   CPU budget on hosts of {hosts:g} CPU: the children need {model_time:.1f} s "
-              f"of model time at c={concurrency}; 1 worker used {one['worker_cpu']:.1f} CPU s, "
-              f"so its children phase cannot be shorter than {max(model_time, floor_one):.1f} s "
-              f"(it took {one['children']:.1f} s); 3 workers used {three['worker_cpu']:.1f} "
-              f"CPU s on 3 × {hosts:g} CPU, at least {max(model_time, floor):.1f} s (they took "
-              f"{three['children']:.1f} s)")  # fmt: skip
+        print(f"   CPU budget on hosts of {hosts:g} CPU: the children need {model_time:.1f} s of "
+              f"model time at c={concurrency}; in the children phase 1 worker used "
+              f"{one['phase_cpu']:.1f} CPU s, at least {one['phase_cpu'] / hosts:.1f} s of its "
+              f"host (it took {one['children']:.1f} s); 3 workers {three['phase_cpu']:.1f} CPU "
+              f"s, at least {three['phase_cpu'] / min(3 * hosts, cores):.1f} s of 3 × "
+              f"{hosts:g} CPU (they took {three['children']:.1f} s)")  # fmt: skip
         return
     floor = three["worker_cpu"] / min(cores, 3)
     print(f"   CPU budget on {cores} core(s): the children need {model_time:.1f} s of model time "
@@ -374,15 +393,34 @@ def _keep_alive(server: Any) -> list[int]:
     return opened
 
 
-def _ready(proc: subprocess.Popen[str]) -> None:
-    """Wait for a worker's "executing" line, then keep its stderr drained."""
+def _ready(proc: subprocess.Popen[str]) -> list[str]:
+    """Wait for a worker's "executing" line, then keep its stderr drained: the list its later
+    lines go to."""
     assert proc.stderr is not None
-    for line in proc.stderr:
+    stderr = proc.stderr
+    for line in stderr:
         if "executing" in line:
             break
     else:
         raise RuntimeError(f"a worker ended before it was ready (exit {proc.wait()})")
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(stderr), daemon=True).start()
+    return lines
+
+
+def _sample(
+    procs: list[subprocess.Popen[str]], samples: list[tuple[float, float]], done: threading.Event
+) -> None:
+    """Every 50 ms until ``done``: the time and the CPU seconds of all ``procs`` so far."""
+    while True:
+        samples.append((time.time(), sum(_proc_cpu(p.pid) for p in procs)))
+        if done.wait(0.05):
+            return
+
+
+def _at(samples: list[tuple[float, float]], when: float) -> float:
+    """The workers' CPU seconds at ``when``: the last sample taken by then."""
+    return max((cpu for t, cpu in samples if t <= when), default=samples[0][1])
 
 
 def _cpu(process: Any) -> float:
