@@ -1,5 +1,6 @@
 """Benchmark of the task engines (not a test): ``.venv/bin/python bench/tasks_dbos.py [--quick]``
-(``--part N``, repeatable: only those parts; ``--part 3i``: part 3 with an instant run model).
+(``--part N``, repeatable: only those parts; ``--part 3i``: part 3 with an instant run model;
+``--part idle``: an idle worker's CPU; ``--hosts CPU [--hosts-netns]``: part 3 on emulated hosts).
 
 1. Start-up: what ``import dbos`` and a DBOS launch on SQLite add to a process.
 2. In one process: N background children through the real ``task`` tool, manager and store, on the
@@ -8,21 +9,48 @@
 3. DBOS on a real PostgreSQL (started here, as in the tests): one ``kernos run`` whose children run
    on 1 or 3 ``kernos worker`` processes; the model a local server answering after 200 ms, the
    concurrency 60. Time from the run's start to its end, peak requests in flight, each process's
-   peak RSS, CPU seconds of the run and of each worker (and per child). The figure that matters
-   (issue 11): 3 workers in at most 0.5× the time of 1. Reported next to it: the same ratio for
-   the children phase alone (first child spawned → last child finished), which leaves out what
-   no worker count changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200
-   children 16 at a time, and its end. A variant (``--part 3i``) answers the run's own model
-   at once, so spawning is quick and the fixed costs are small; the children still take 200 ms.
+   peak RSS, CPU seconds of the run and of each worker (and per child, and the workers' CPU in
+   the children phase, sampled every 50 ms), how long a child waited from spawned to started,
+   how many children each worker ran, DBOS's "Contention detected" warnings (each doubles that
+   worker's queue polling interval for a while). The figure that matters (issue 11): 3 workers
+   in at most 0.5× the time of 1. Reported next to it: the same ratio for the children phase
+   alone (first child spawned → last child finished), which leaves out what no worker count
+   changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200 children 16 at
+   a time, and its end. A variant (``--part 3i``) answers the run's own model at once, so
+   spawning is quick and the fixed costs are small; the children still take 200 ms.
 
-   The scaling figure is CPU-bound on a machine with fewer cores than processes: with 3 workers,
-   the run, PostgreSQL and this script's model server (one process each) on 2 cores, the
-   children phase cannot be shorter than the CPU it needs divided by the cores. The budget for
-   0.5× is printed: the children phase of 1 worker is 200 × 200 ms / 60 ≈ 0.7 s of model time
-   plus whatever CPU one worker needs for 200 children; 3 workers reach 0.5× only while 200 ×
-   (CPU per child) / min(cores, 3) stays under half of that phase. On 2 cores, 3 workers can only
-   split the same CPU seconds over the same 2 cores, so the ratio stays near 1 unless the CPU
-   per child is small next to the model's 200 ms.
+   The model server is kernos.testing's FakeOpenAIServer made to answer HTTP/1.1 with
+   keep-alive here (as a real model API does; the class itself answers HTTP/1.0, a connection
+   per request): each run prints its requests and the connections they came over.
+
+   Without ``--hosts`` the scaling figure is CPU-bound on a machine with fewer cores than
+   processes: with 3 workers, the run, PostgreSQL and this script's model server (one process
+   each) on 2 cores, the children phase cannot be shorter than the CPU it needs divided by the
+   cores. The budget for 0.5× is printed: the children phase of 1 worker is 200 × 200 ms / 60
+   ≈ 0.7 s of model time plus whatever CPU one worker needs for 200 children; 3 workers reach
+   0.5× only while 200 × (CPU per child) / min(cores, 3) stays under half of that phase. On 2
+   cores, 3 workers can only split the same CPU seconds over the same 2 cores, so the ratio
+   stays near 1 unless the CPU per child is small next to the model's 200 ms.
+
+   ``--hosts CPU`` (e.g. ``--hosts 0.4``) emulates the fleet the issue is about: each ``kernos
+   worker`` runs on a host of its own with CPU cores, a cgroup v1 cpu controller group with a
+   CFS quota of CPU × 100 ms per 100 ms period (bench/_hosts.py; the worker's pid is in it
+   before it imports anything, the groups are removed after, stale ones of a killed bench at
+   the next start). PostgreSQL, the model server and the run stay outside the quotas: the
+   shared services of a fleet and the machine the user runs ``kernos run`` on. What it models:
+   hosts of equal, fixed CPU, so 3 workers have 3× the CPU of 1 (choose CPU so that 3 × CPU
+   leaves room on this machine's cores for PostgreSQL and the run, and so that 1 worker is
+   bound by its host: its CPU per child × 200 well above the 0.7 s of model time). Printed:
+   the share of the hosts' quota the workers used in the children phase (near 100%: bound by
+   their CPU) and how often the quota throttled them. What it does not model: network latency
+   (``--hosts-netns`` puts each worker in a network namespace of its own too, tests/_netns.py,
+   so its store and model traffic crosses a veth link to the host, real TCP but no added delay),
+   nor separate disks, memory buses or caches (one machine's, shared), nor PostgreSQL on a
+   machine of its own (it competes with the run and the model server, and with whatever else
+   runs here, for the cores left). Needs root; otherwise the option exits with one line.
+
+idle. One ``kernos worker`` on PostgreSQL with nothing to do: its CPU seconds over 20 s, read
+   from /proc. Most of it is DBOS's queue worker thread polling the kernos queue every 0.1 s.
 """
 
 from __future__ import annotations
