@@ -339,8 +339,11 @@ def scaling(
     """1 worker, then 3: the ratios of the whole run and of its children phase, and the CPU
     budget that bounds the ratio on this machine (or on the emulated hosts)."""
     kwargs: dict[str, Any] = {"instant_parent": instant_parent, "hosts": hosts, "netns": netns}
+    load = os.getloadavg()[0]
     one = workers_on_postgres(1, count, delay, concurrency, **kwargs)
     three = workers_on_postgres(3, count, delay, concurrency, **kwargs)
+    print(f"   machine load (1-minute average, shared with other work): {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after")  # fmt: skip
     cores = os.cpu_count() or 1
     model_time = count * delay / concurrency
     print(f"   3 workers / 1 worker: whole run {three['elapsed'] / one['elapsed']:.2f}×, "
