@@ -1,5 +1,6 @@
 """Benchmark of the task engines (not a test): ``.venv/bin/python bench/tasks_dbos.py [--quick]``
-(``--part N``, repeatable: only those parts; ``--part 3i``: part 3 with an instant run model).
+(``--part N``, repeatable: only those parts; ``--part 3i``: part 3 with an instant run model;
+``--part idle``: an idle worker's CPU; ``--hosts CPU [--hosts-netns]``: part 3 on emulated hosts).
 
 1. Start-up: what ``import dbos`` and a DBOS launch on SQLite add to a process.
 2. In one process: N background children through the real ``task`` tool, manager and store, on the
@@ -8,29 +9,56 @@
 3. DBOS on a real PostgreSQL (started here, as in the tests): one ``kernos run`` whose children run
    on 1 or 3 ``kernos worker`` processes; the model a local server answering after 200 ms, the
    concurrency 60. Time from the run's start to its end, peak requests in flight, each process's
-   peak RSS, CPU seconds of the run and of each worker (and per child). The figure that matters
-   (issue 11): 3 workers in at most 0.5× the time of 1. Reported next to it: the same ratio for
-   the children phase alone (first child spawned → last child finished), which leaves out what
-   no worker count changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200
-   children 16 at a time, and its end. A variant (``--part 3i``) answers the run's own model
-   at once, so spawning is quick and the fixed costs are small; the children still take 200 ms.
+   peak RSS, CPU seconds of the run and of each worker (and per child, and the workers' CPU in
+   the children phase, sampled every 50 ms), how long a child waited from spawned to started,
+   how many children each worker ran, DBOS's "Contention detected" warnings (each doubles that
+   worker's queue polling interval for a while). The figure that matters (issue 11): 3 workers
+   in at most 0.5× the time of 1. Reported next to it: the same ratio for the children phase
+   alone (first child spawned → last child finished), which leaves out what no worker count
+   changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200 children 16 at
+   a time, and its end. A variant (``--part 3i``) answers the run's own model at once, so
+   spawning is quick and the fixed costs are small; the children still take 200 ms.
 
-   The scaling figure is CPU-bound on a machine with fewer cores than processes: with 3 workers,
-   the run, PostgreSQL and this script's model server (one process each) on 2 cores, the
-   children phase cannot be shorter than the CPU it needs divided by the cores. The budget for
-   0.5× is printed: the children phase of 1 worker is 200 × 200 ms / 60 ≈ 0.7 s of model time
-   plus whatever CPU one worker needs for 200 children; 3 workers reach 0.5× only while 200 ×
-   (CPU per child) / min(cores, 3) stays under half of that phase. On 2 cores, 3 workers can only
-   split the same CPU seconds over the same 2 cores, so the ratio stays near 1 unless the CPU
-   per child is small next to the model's 200 ms.
+   The model server is kernos.testing's FakeOpenAIServer made to answer HTTP/1.1 with
+   keep-alive here (as a real model API does; the class itself answers HTTP/1.0, a connection
+   per request): each run prints its requests and the connections they came over.
+
+   Without ``--hosts`` the scaling figure is CPU-bound on a machine with fewer cores than
+   processes: with 3 workers, the run, PostgreSQL and this script's model server (one process
+   each) on 2 cores, the children phase cannot be shorter than the CPU it needs divided by the
+   cores. The budget for 0.5× is printed: the children phase of 1 worker is 200 × 200 ms / 60
+   ≈ 0.7 s of model time plus whatever CPU one worker needs for 200 children; 3 workers reach
+   0.5× only while 200 × (CPU per child) / min(cores, 3) stays under half of that phase. On 2
+   cores, 3 workers can only split the same CPU seconds over the same 2 cores, so the ratio
+   stays near 1 unless the CPU per child is small next to the model's 200 ms.
+
+   ``--hosts CPU`` (e.g. ``--hosts 0.4``) emulates the fleet the issue is about: each ``kernos
+   worker`` runs on a host of its own with CPU cores, a cgroup v1 cpu controller group with a
+   CFS quota of CPU × 100 ms per 100 ms period (bench/_hosts.py; the worker's pid is in it
+   before it imports anything, the groups are removed after, stale ones of a killed bench at
+   the next start). PostgreSQL, the model server and the run stay outside the quotas: the
+   shared services of a fleet and the machine the user runs ``kernos run`` on. What it models:
+   hosts of equal, fixed CPU, so 3 workers have 3× the CPU of 1 (choose CPU so that 3 × CPU
+   leaves room on this machine's cores for PostgreSQL and the run, and so that 1 worker is
+   bound by its host: its CPU per child × 200 well above the 0.7 s of model time). Printed:
+   the share of the hosts' quota the workers used in the children phase (near 100%: bound by
+   their CPU) and how often the quota throttled them. What it does not model: network latency
+   (``--hosts-netns`` puts each worker in a network namespace of its own too, tests/_netns.py,
+   so its store and model traffic crosses a veth link to the host, real TCP but no added delay),
+   nor separate disks, memory buses or caches (one machine's, shared), nor PostgreSQL on a
+   machine of its own (it competes with the run and the model server, and with whatever else
+   runs here, for the cores left). Needs root; otherwise the option exits with one line.
+
+idle. One ``kernos worker`` on PostgreSQL with nothing to do: its CPU seconds over 20 s, read
+   from /proc. Most of it is DBOS's queue worker thread polling the kernos queue every 0.1 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -42,6 +70,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "tasks"))
+sys.path.insert(0, str(ROOT / "bench"))
 KERNOS = str(Path(sys.executable).with_name("kernos"))
 
 
@@ -128,19 +157,34 @@ def run_in_process(engine: str, count: int, delay: float, concurrency: int) -> N
 
 
 def workers_on_postgres(
-    workers: int, count: int, delay: float, concurrency: int, *, instant_parent: bool = False
+    workers: int,
+    count: int,
+    delay: float,
+    concurrency: int,
+    *,
+    instant_parent: bool = False,
+    hosts: float = 0.0,
+    netns: bool = False,
 ) -> dict[str, float]:
     """One part-3 run; its figures (seconds): ``elapsed``, ``children`` (first spawned → last
     finished), ``run_cpu`` and ``worker_cpu`` (all workers). ``instant_parent``: only the
-    children's model answers after ``delay``, the run's own model at once."""
+    children's model answers after ``delay``, the run's own model at once. ``hosts``: each
+    worker in a cgroup of that many CPUs of its own (bench/_hosts.py); ``netns``: each in a
+    network namespace of its own too, reaching PostgreSQL and the model over a veth link."""
     import psutil
     import psycopg
+    from _hosts import CpuHosts
 
+    from _netns import Namespaces
     from _postgres import PostgresServer, create_database
     from kernos.testing import FakeOpenAIServer, text, tool_call
 
-    with PostgresServer() as pg:
+    with contextlib.ExitStack() as stack:
+        net = stack.enter_context(Namespaces(workers)) if netns else None
+        cpu = stack.enter_context(CpuHosts(workers, hosts)) if hosts else None
+        pg = stack.enter_context(PostgresServer(listen=[net.interface] if net else []))
         url = create_database(pg.url)
+        linked = url.replace("@127.0.0.1:", f"@{net.host}:") if net else url
         home = Path(tempfile.mkdtemp())
         (home / "kernos.toml").write_text(
             'default_model = "openai-chat:bench"\n'
@@ -170,7 +214,11 @@ def workers_on_postgres(
             text("all spawned", when=lambda r: _turn(r) >= len(calls) and _main(r), repeat=True),
             text("done", when=child, repeat=True),
         ]
-        with FakeOpenAIServer(*script, delay=0.0 if instant_parent else delay) as server:
+        model = FakeOpenAIServer(
+            *script, delay=0.0 if instant_parent else delay, host=net.host if net else "127.0.0.1"
+        )
+        with model as server:
+            connections = _keep_alive(server)
             original = server._answer
 
             def answer(request: dict[str, Any], auth: str) -> Any:
@@ -186,80 +234,224 @@ def workers_on_postgres(
             server._answer = answer  # type: ignore[method-assign]
             env = {**os.environ, **server.env(), "KERNOS_HOME": str(home / ".kernos"),
                    "KERNOS_STORE_URL": url}  # fmt: skip
-            procs = [
-                subprocess.Popen(
-                    [KERNOS, "worker"], cwd=home, env=env, stderr=subprocess.PIPE, text=True
+            procs = []
+            for n in range(workers):
+                argv = [KERNOS, "worker"]
+                argv = net.exec(n, argv) if net else argv
+                argv = cpu.wrap(n, argv) if cpu else argv
+                worker_env = {**env, "KERNOS_STORE_URL": linked}
+                worker = subprocess.Popen(
+                    argv, cwd=home, env=worker_env, stderr=subprocess.PIPE, text=True
                 )
-                for _ in range(workers)
-            ]
-            for proc in procs:  # each is up (its launch is not what is measured)
-                _ready(proc)
+                procs.append(worker)
+            logs = [_ready(proc) for proc in procs]  # each is up (its launch is not measured)
             idle = [psutil.Process(p.pid) for p in procs]
             before = [_cpu(p) for p in idle]
-            reaped = _children_cpu()  # the workers still run: only the run is reaped below
+            throttled_before = [cpu.throttled(n) for n in range(workers)] if cpu else []
+            requests_before = len(server.requests)
+            opened_before = connections[0]
+            samples: list[tuple[float, float]] = []  # (time, the workers' CPU seconds)
+            sampling = threading.Event()
+            sampler = threading.Thread(target=_sample, args=(procs, samples, sampling))
+            sampler.start()
             started, wall = time.perf_counter(), time.time()
+            output = stack.enter_context(tempfile.TemporaryFile("w+"))
             run = subprocess.Popen(
-                [KERNOS, "run", "go", "-q"], cwd=home, env=env, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True,
+                [KERNOS, "run", "go", "-q"], cwd=home, env=env, stdout=output, stderr=output,
+                text=True,
             )  # fmt: skip
-            _, errors = run.communicate()
+            _, status, usage = os.wait4(run.pid, 0)  # the run's own rusage: its CPU, its RSS
+            run.returncode = os.waitstatus_to_exitcode(status)
             elapsed = time.perf_counter() - started
             used = [_cpu(p) - b for p, b in zip(idle, before, strict=True)]
-            run_cpu = _children_cpu() - reaped
+            sampling.set()
+            sampler.join()
+            worker_rss = [_peak_rss(p.pid) for p in procs]
+            throttled = [
+                tuple(a - b for a, b in zip(cpu.throttled(n), throttled_before[n], strict=True))
+                for n in range(workers)
+            ] if cpu else []  # fmt: skip
+            requests = len(server.requests) - requests_before
+            opened = connections[0] - opened_before
+            run_cpu = usage.ru_utime + usage.ru_stime
+            contended = [sum("Contention detected" in line for line in log) for log in logs]
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.communicate(timeout=60)
-            assert run.returncode == 0, errors
+            output.seek(0)
+            assert run.returncode == 0, output.read()
         with psycopg.connect(url) as db:
             ((first, spawned, last),) = db.execute(
                 "SELECT MIN(created_at), MAX(created_at), MAX(finished_at) FROM tasks"
             ).fetchall()
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            ((waited, longest),) = db.execute(
+                "SELECT AVG(started_at - created_at), MAX(started_at - created_at) FROM tasks"
+            ).fetchall()
+            shares = [n for (n,) in db.execute(
+                "SELECT COUNT(*) FROM tasks GROUP BY executor ORDER BY COUNT(*) DESC"
+            )]  # fmt: skip
     worker_cpu = sum(used)
+    in_phase = _at(samples, last) - _at(samples, first)  # the workers' CPU in the children phase
     label = " (the run's model instant)" if instant_parent else ""
-    print(f"   DBOS/PG {workers} worker(s) {count:>4} × {delay * 1000:.0f} ms{label}  "
-          f"c={concurrency:<3} {elapsed:7.2f} s  peak in flight {peak[0]}  "
-          f"peak child RSS {rss / 1024:.0f} MB")  # fmt: skip
+    where = f" on hosts of {hosts:g} CPU" if hosts else ""
+    where += " in network namespaces" if netns else ""
+    print(f"   DBOS/PG {workers} worker(s){where} {count:>4} × {delay * 1000:.0f} ms{label}  "
+          f"c={concurrency:<3} {elapsed:7.2f} s  peak in flight {peak[0]}")  # fmt: skip
     print(f"      run start-up {first - wall:.2f} s, spawning {spawned - first:.2f} s, "
           f"children {last - first:.2f} s (first spawned → last finished), "
           f"end {wall + elapsed - last:.2f} s")  # fmt: skip
     print(f"      CPU: run {run_cpu:.1f} s ({run_cpu / count * 1000:.0f} ms per child, start-up "
           f"included), workers {' + '.join(f'{u:.1f}' for u in used)} s "
-          f"({worker_cpu / count * 1000:.0f} ms per child)")  # fmt: skip
+          f"({worker_cpu / count * 1000:.0f} ms per child), {in_phase:.1f} s of it in the "
+          f"children phase")  # fmt: skip
+    if hosts:
+        share = in_phase / (workers * hosts * (last - first))
+        print(f"      the hosts' CPU quota {hosts:g} CPU each ({hosts * 100:.0f} ms per 100 ms): "
+              f"the workers used {share:.0%} of it in the children phase")  # fmt: skip
+    print(f"      peak RSS: run {usage.ru_maxrss / 1024:.0f} MB, workers "
+          f"{' + '.join(f'{r / 1024:.0f}' for r in worker_rss)} MB; model server: "
+          f"{requests} requests over {opened} connections (HTTP/1.1 keep-alive)")  # fmt: skip
+    print(f"      children per worker {' + '.join(map(str, shares))}; a child waited "
+          f"{waited:.2f} s on average from spawned to started ({longest:.2f} s at most); DBOS "
+          f"queue contention warnings {' + '.join(map(str, contended))}")  # fmt: skip
+    if throttled:
+        periods = ", ".join(f"{t:.0f} of {p:.0f} periods ({s:.1f} s)" for p, t, s in throttled)
+        print(f"      throttled by their quota in {periods}")
     return {
         "elapsed": elapsed,
         "children": last - first,
         "run_cpu": run_cpu,
         "worker_cpu": worker_cpu,
+        "phase_cpu": in_phase,
     }
 
 
-def scaling(count: int, delay: float, concurrency: int, *, instant_parent: bool = False) -> None:
+def scaling(
+    count: int,
+    delay: float,
+    concurrency: int,
+    *,
+    instant_parent: bool = False,
+    hosts: float = 0.0,
+    netns: bool = False,
+) -> None:
     """1 worker, then 3: the ratios of the whole run and of its children phase, and the CPU
-    budget that bounds the ratio on this machine."""
-    one = workers_on_postgres(1, count, delay, concurrency, instant_parent=instant_parent)
-    three = workers_on_postgres(3, count, delay, concurrency, instant_parent=instant_parent)
+    budget that bounds the ratio on this machine (or on the emulated hosts)."""
+    kwargs: dict[str, Any] = {"instant_parent": instant_parent, "hosts": hosts, "netns": netns}
+    load = os.getloadavg()[0]
+    one = workers_on_postgres(1, count, delay, concurrency, **kwargs)
+    three = workers_on_postgres(3, count, delay, concurrency, **kwargs)
+    print(f"   machine load (1-minute average, shared with other work): {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after")  # fmt: skip
     cores = os.cpu_count() or 1
     model_time = count * delay / concurrency
-    floor = three["worker_cpu"] / min(cores, 3)
     print(f"   3 workers / 1 worker: whole run {three['elapsed'] / one['elapsed']:.2f}×, "
           f"children phase {three['children'] / one['children']:.2f}× (target ≤ 0.5×)")  # fmt: skip
+    if hosts:
+        print(f"   CPU budget on hosts of {hosts:g} CPU: the children need {model_time:.1f} s of "
+              f"model time at c={concurrency}; in the children phase 1 worker used "
+              f"{one['phase_cpu']:.1f} CPU s, at least {one['phase_cpu'] / hosts:.1f} s of its "
+              f"host (it took {one['children']:.1f} s); 3 workers {three['phase_cpu']:.1f} CPU "
+              f"s, at least {three['phase_cpu'] / min(3 * hosts, cores):.1f} s of 3 × "
+              f"{hosts:g} CPU (they took {three['children']:.1f} s)")  # fmt: skip
+        return
+    floor = three["worker_cpu"] / min(cores, 3)
     print(f"   CPU budget on {cores} core(s): the children need {model_time:.1f} s of model time "
           f"at c={concurrency}; 3 workers used {three['worker_cpu']:.1f} CPU s, at least "
           f"{floor:.1f} s on min({cores}, 3) cores, so their children phase cannot be shorter "
           f"than {max(model_time, floor):.1f} s (1 worker's: {one['children']:.1f} s)")  # fmt: skip
 
 
-def _ready(proc: subprocess.Popen[str]) -> None:
-    """Wait for a worker's "executing" line, then keep its stderr drained."""
+def idle_worker(seconds: float = 20.0) -> None:
+    """A ``kernos worker`` with nothing to do: CPU seconds over ``seconds`` (from /proc)."""
+    from _postgres import PostgresServer, create_database
+
+    with PostgresServer() as pg:
+        url = create_database(pg.url)
+        home = Path(tempfile.mkdtemp())
+        (home / "kernos.toml").write_text(
+            'default_model = "openai-chat:bench"\n[tasks]\nrun_executes = false\n',
+            encoding="utf-8",
+        )
+        env = {**os.environ, "KERNOS_HOME": str(home / ".kernos"), "KERNOS_STORE_URL": url,
+               "OPENAI_API_KEY": "unused"}  # fmt: skip
+        proc = subprocess.Popen(
+            [KERNOS, "worker"], cwd=home, env=env, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            _ready(proc)
+            time.sleep(2.0)  # past its start-up
+            before, started = _proc_cpu(proc.pid), time.perf_counter()
+            time.sleep(seconds)
+            used, elapsed = _proc_cpu(proc.pid) - before, time.perf_counter() - started
+            threads = len(os.listdir(f"/proc/{proc.pid}/task"))
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=60)
+    print(f"   idle kernos worker: {used:.2f} CPU s in {elapsed:.0f} s "
+          f"({used / elapsed * 100:.1f}% of a core; {threads} threads)")  # fmt: skip
+
+
+def _keep_alive(server: Any) -> list[int]:
+    """Make ``server`` (a started FakeOpenAIServer) answer HTTP/1.1 with keep-alive, as a real
+    model API does, rather than HTTP/1.0 with a connection per request; returns a counter of
+    the connections accepted since. Its answers keep their Content-Length; a streamed answer
+    (no length) still ends by closing its connection, said in a ``Connection: close``."""
+    from kernos.testing._server import _Handler
+
+    opened, lock = [0], threading.Lock()
+
+    class KeepAlive(_Handler):
+        protocol_version = "HTTP/1.1"
+        closing = False
+
+        def setup(self) -> None:
+            super().setup()
+            with lock:
+                opened[0] += 1
+
+        def _send_stream(self, chunks: list[dict[str, Any]]) -> None:
+            self.close_connection = self.closing = True
+            super()._send_stream(chunks)
+
+        def end_headers(self) -> None:
+            if self.closing:
+                self.send_header("Connection", "close")
+            super().end_headers()
+
+    server._httpd.RequestHandlerClass = KeepAlive  # serve_forever builds one per connection
+    return opened
+
+
+def _ready(proc: subprocess.Popen[str]) -> list[str]:
+    """Wait for a worker's "executing" line, then keep its stderr drained: the list its later
+    lines go to."""
     assert proc.stderr is not None
-    for line in proc.stderr:
+    stderr = proc.stderr
+    for line in stderr:
         if "executing" in line:
             break
     else:
         raise RuntimeError(f"a worker ended before it was ready (exit {proc.wait()})")
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(stderr), daemon=True).start()
+    return lines
+
+
+def _sample(
+    procs: list[subprocess.Popen[str]], samples: list[tuple[float, float]], done: threading.Event
+) -> None:
+    """Every 50 ms until ``done``: the time and the CPU seconds of all ``procs`` so far."""
+    while True:
+        samples.append((time.time(), sum(_proc_cpu(p.pid) for p in procs)))
+        if done.wait(0.05):
+            return
+
+
+def _at(samples: list[tuple[float, float]], when: float) -> float:
+    """The workers' CPU seconds at ``when``: the last sample taken by then."""
+    return max((cpu for t, cpu in samples if t <= when), default=samples[0][1])
 
 
 def _cpu(process: Any) -> float:
@@ -267,10 +459,18 @@ def _cpu(process: Any) -> float:
     return float(times.user + times.system)
 
 
-def _children_cpu() -> float:
-    """CPU seconds of every child process ended and waited for so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a running process, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss(pid: int) -> int:
+    """A running process's peak resident set (VmHWM), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
 
 
 def _leave(inflight: list[int], lock: threading.Lock) -> None:
@@ -296,9 +496,37 @@ def _parts(argv: list[str]) -> set[str]:
     return chosen or {"1", "2", "3"}
 
 
+def _hosts(argv: list[str]) -> float:
+    """``--hosts CPU`` (or ``--hosts=CPU``): each worker of part 3 on a host of CPU cores; 0 when
+    absent. Exits with one line when the value or this machine cannot do it."""
+    from _hosts import unavailable
+
+    values = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--hosts"]
+    values += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--hosts=")]
+    if not values:
+        if "--hosts-netns" in argv:
+            sys.exit("--hosts-netns goes with --hosts CPU (e.g. --hosts 0.5 --hosts-netns)")
+        return 0.0
+    try:
+        cores = float(values[-1])
+    except ValueError:
+        cores = 0.0
+    if not 0.01 <= cores <= (os.cpu_count() or 1):
+        sys.exit(f"--hosts takes a host's CPU quota in cores, 0.01-{os.cpu_count() or 1} "
+                 f"(e.g. --hosts 0.5), not {values[-1]!r}")  # fmt: skip
+    reason = unavailable()
+    if reason is not None:
+        sys.exit(f"--hosts cannot emulate hosts here: {reason}")
+    return cores
+
+
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     parts = _parts(sys.argv)
+    hosts = _hosts(sys.argv)
+    netns = "--hosts-netns" in sys.argv
+    on = f", each worker on a host of {hosts:g} CPU" if hosts else ""
+    on += " in a network namespace of its own" if netns else ""
     if "1" in parts:
         startup()
     if "2" in parts:
@@ -309,8 +537,11 @@ if __name__ == "__main__":
         for engine in ("local", "dbos"):
             run_in_process(engine, 200, 0.2, 60)
     if "3" in parts:
-        print("3. DBOS on PostgreSQL: one kernos run, children on kernos worker processes")
-        scaling(200, 0.2, 60)
+        print(f"3. DBOS on PostgreSQL: one kernos run, children on kernos worker processes{on}")
+        scaling(200, 0.2, 60, hosts=hosts, netns=netns)
     if "3i" in parts:
-        print("3i. as 3, the run's own model answering at once (spawning is quick)")
-        scaling(200, 0.2, 60, instant_parent=True)
+        print(f"3i. as 3, the run's own model answering at once (spawning is quick){on}")
+        scaling(200, 0.2, 60, instant_parent=True, hosts=hosts, netns=netns)
+    if "idle" in parts:
+        print("idle. one kernos worker on PostgreSQL with nothing to do")
+        idle_worker()
