@@ -5,6 +5,7 @@ store flag the child's executor reads at its cancel poll."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import subprocess
@@ -19,8 +20,8 @@ from test_dbos import row, start, use_dbos, wait_row
 from test_dbos_steps import transcript_and_turns
 from test_store_claims import race
 
-from kernos.runtime import Store
-from kernos.tasks import TaskStore
+from kernos.runtime import Runtime, Store, load_config
+from kernos.tasks import TaskManager, TaskStore
 from kernos.tasks._store import executor_id
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -258,7 +259,8 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
     project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
 ) -> None:
     """The child's first request is held until the parent's interrupt was answered (committed
-    in the store); the worker's run then ends ``interrupted`` and reads no follow-up."""
+    in the store); the worker's run then ends ``interrupted`` and reads no follow-up (an
+    interrupted child sends no notice, spec §4)."""
     use_dbos(project, run_executes="false")
     answered = threading.Event()
     interrupt = {"to": "survey", "deliver_as": "interrupt"}
@@ -272,6 +274,7 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
             when=agent_is("EXPLORE-AGENT", "Survey the"),
             hold=answered,
         ),
+        # a child that completed would notice the parent: the run's output would be this
         text("Interrupted, as asked.", when=agent_is("MAIN-AGENT", "task completion")),
     )
     worker = start(project, server, "worker")
@@ -285,10 +288,51 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
         answered.set()
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors
-    assert out == "Interrupted, as asked.\n"
+    assert out == "Stopping it.\n"  # the run waited for the child, which sends no notice
     task = row(project, "interrupted")
     assert task is not None and task["final_text"] == "The survey found 3 modules."
     assert task["executor"] == f"{socket.gethostname()}:{worker.pid}"
     assert child_asked(server, "Also count") == []  # stopped: the follow-up is not read
-    notices = [t for t in user_texts(server, "MAIN-AGENT") if "task completion" in t]
-    assert len(notices) == 1 and "status:interrupted" in notices[0]
+    assert not [t for t in user_texts(server, "MAIN-AGENT") if "task completion" in t]
+
+
+async def test_an_interrupt_asked_in_the_store_stops_the_run_after_its_current_step(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """Asked by another process (its own store connection) while the child's first request is
+    in flight: the executor's cancel poll stops the run after that step, so the tool call it
+    answered runs and no second request is sent (the take after the prompt alone would let
+    the prompt go on)."""
+    use_dbos(project)
+    held = threading.Event()
+    server.script(
+        tool_call("no_such_tool", {}, when=agent_is("EXPLORE-AGENT", "Survey."), hold=held),
+        text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True),
+    )
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    other = TaskStore(Store(project / ".kernos" / "kernos.db"))
+    try:
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        call = {"prompt": "Survey.", "subagent_type": "explore"}
+        (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+        deadline = time.monotonic() + 60
+        while not server.requests:
+            assert time.monotonic() < deadline, "the child never asked the model"
+            await asyncio.sleep(0.05)
+        assert other.request_interrupt(record.id, 1)
+        while not record.interrupt:  # this process's cancel poll read it
+            assert time.monotonic() < deadline, "the executor never read the interrupt"
+            await asyncio.sleep(0.05)
+        held.set()
+        assert await manager.wait([record], timeout=60)
+        assert record.status == "interrupted"
+        assert len(server.requests) == 1
+        stored = manager.store.get(record.id)
+        assert stored is not None and stored["status"] == "interrupted"
+    finally:
+        held.set()
+        other.store.close()
+        await manager.aclose(wait=True)
+        runtime.close()
