@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from tasks_helpers import agent_is, last, text_of, user_texts
 from test_dbos import row, start, use_dbos, wait_row
+from test_dbos_replay import queued_child
 from test_dbos_steps import transcript_and_turns
 from test_store_claims import race
 
@@ -334,5 +335,81 @@ async def test_an_interrupt_asked_in_the_store_stops_the_run_after_its_current_s
     finally:
         held.set()
         other.store.close()
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
+async def test_messages_to_a_queued_child_wait_in_the_store_and_come_as_one_turn(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """Beyond the model's limit a child is pending: each message is queued in the store with
+    its position, and the child reads them together after its first prompt, in send order."""
+    from kernos.boundary import ToolContext, call_tool
+
+    config = project / "kernos.toml"
+    config.write_text(config.read_text("utf-8").replace("concurrency = 5", "concurrency = 1"))
+    use_dbos(project)
+    held = threading.Event()
+    server.script(
+        text("first done", when=agent_is("EXPLORE-AGENT", "First."), hold=held),
+        text("second done", when=agent_is("EXPLORE-AGENT", "Second.")),
+        text("both read", when=agent_is("EXPLORE-AGENT", "one\n\ntwo")),
+    )
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        spawned = []
+        for prompt, name in (("First.", "a"), ("Second.", "b")):
+            call = {"prompt": prompt, "subagent_type": "explore", "name": name}
+            spawned += manager.spawn(session, manager.resolve(call, session), background=True)
+        first, queued = spawned
+        assert queued.status == "pending"
+
+        async def send(message: str) -> str:
+            args = {"to": "b", "message": message}
+            ctx = ToolContext(extras={"session": session})
+            return (await call_tool(session.tools["task_send"], args, ctx)).text
+
+        assert await send("one") == f"Queued for {queued.id} at position 1."
+        assert await send("two") == f"Queued for {queued.id} at position 2."
+        assert queued.session is not None and queued.session.pending_messages == 0
+        held.set()
+        assert await manager.wait(spawned, timeout=60)
+        assert (queued.status, queued.final_text) == ("completed", "both read")
+        assert first.final_text == "first done"
+    finally:
+        held.set()
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
+async def test_a_message_that_comes_as_the_child_ends_elsewhere_continues_it(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """The child's row ended (another process ran it) while this record still shows it
+    running: nothing goes to the inbox, and once the record followed the end the message
+    revives the child instead of being lost."""
+    from kernos.boundary import ToolContext, call_tool
+
+    runtime, manager, session, record = await queued_child(project)
+    other = TaskStore(Store(project / ".kernos" / "kernos.db"))
+    try:
+        assert record.status == "running"
+        other.update(record.id, status="completed", final_text="done elsewhere",
+                     finished_at=time.time())  # fmt: skip
+        other.flush()
+        args = {"to": record.id, "message": "And one more thing."}
+        sent = await call_tool(
+            session.tools["task_send"], args, ToolContext(extras={"session": session})
+        )
+        assert sent.text == f"Revived {record.id} (run epoch 2)."
+        assert other.store.query("SELECT COUNT(*) FROM task_inbox")[0][0] == 0
+        stored = manager.store.get(record.id)
+        assert stored is not None and stored["run_epoch"] == 2
+    finally:
+        other.store.close()
+        manager.cancel(record, "test over")
         await manager.aclose(wait=True)
         runtime.close()
