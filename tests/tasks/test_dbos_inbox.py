@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, last, text_of, user_texts
-from test_dbos import row, start, use_dbos, wait_row
+from test_dbos import KERNOS, env, use_dbos
 from test_dbos_replay import queued_child
-from test_dbos_steps import transcript_and_turns
 from test_store_claims import race
 
 from kernos.runtime import Runtime, Store, load_config
@@ -186,17 +185,79 @@ def child_asked(server: FakeOpenAIServer, latest: str) -> list[dict[str, Any]]:
     return [r for r in server.requests if agent_is("EXPLORE-AGENT", latest)(r)]
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """Where the processes' store is: ``None``, SQLite under the project's home; or the URL of
+    a fresh PostgreSQL database (DBOS's system database in it too)."""
+    if request.param == "sqlite":
+        return None
+    return str(request.getfixturevalue("fresh_postgres_url"))
+
+
+def launch(
+    project: Path, server: FakeOpenAIServer, url: str | None, *args: str
+) -> subprocess.Popen[str]:
+    environ = env(project, server)
+    environ.pop("KERNOS_STORE_URL", None)
+    if url is not None:
+        environ["KERNOS_STORE_URL"] = url
+    return subprocess.Popen(
+        [KERNOS, *args], cwd=project, env=environ,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def open_store(project: Path, url: str | None) -> Store:
+    return Store(url) if url is not None else Store(project / ".kernos" / "kernos.db")
+
+
+def ended(project: Path, url: str | None, status: str) -> dict[str, Any]:
+    """The task's row once it is ``status``."""
+    store = open_store(project, url)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            found = store.query("SELECT * FROM tasks WHERE status = ?", (status,))
+            if found:
+                return dict(found[0])
+            assert time.monotonic() < deadline, f"no task became {status}"
+            time.sleep(0.05)
+    finally:
+        store.close()
+
+
+def transcript_of(
+    project: Path, url: str | None, task: dict[str, Any]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The task's messages as ``(type, text)`` and its child session's turns as
+    ``(role, text)``."""
+    store = open_store(project, url)
+    try:
+        events = [
+            (e["type"], str(e["payload"].get("text")))
+            for e in TaskStore(store).events(task["id"])
+            if e["type"] == "message"
+        ]
+        turns = [(t["role"], t["text"]) for t in store.turns(task["child_session"])]
+    finally:
+        store.close()
+    return events, turns
+
+
 @pytest.mark.slow
 def test_a_follow_up_to_a_worker_s_child_is_its_second_prompt(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    store_url: str | None,
 ) -> None:
     use_dbos(project, run_executes="false")
     first_answer, second = threading.Event(), threading.Event()
     second.set()
     follow_up_script(server, first_answer, second)
-    worker = start(project, server, "worker")
+    worker = launch(project, server, store_url, "worker")
     procs.append(worker)
-    run = start(project, server, "run", "survey it", "-q")
+    run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
         wait_for(server, agent_is("MAIN-AGENT", "Delivered to"), [run, worker], "never delivered")
@@ -205,8 +266,8 @@ def test_a_follow_up_to_a_worker_s_child_is_its_second_prompt(
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors
     assert out == "Survey: 12 tests.\n"
-    task = row(project, "completed")
-    assert task is not None and task["final_text"] == "12 tests."
+    task = ended(project, store_url, "completed")
+    assert task["final_text"] == "12 tests."
     assert task["executor"] == f"{socket.gethostname()}:{worker.pid}"  # not the run's process
     (asked,) = child_asked(server, "Also count")  # the worker's child got it, once
     assert text_of(last(asked)) == "Also count the tests."
@@ -216,16 +277,19 @@ def test_a_follow_up_to_a_worker_s_child_is_its_second_prompt(
 
 @pytest.mark.slow
 def test_a_worker_killed_in_the_child_s_second_prompt_is_resumed_with_the_message(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    store_url: str | None,
 ) -> None:
     """The message was taken by the killed worker's run; the resumed run on a second worker
     replays the first prompt from its record and takes the same message again (its take's key)."""
     use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
     first_answer, second = threading.Event(), threading.Event()
     follow_up_script(server, first_answer, second)
-    first = start(project, server, "worker")
+    first = launch(project, server, store_url, "worker")
     procs.append(first)
-    run = start(project, server, "run", "survey it", "-q")
+    run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
         wait_for(server, agent_is("MAIN-AGENT", "Delivered to"), [run, first], "never delivered")
@@ -233,7 +297,7 @@ def test_a_worker_killed_in_the_child_s_second_prompt_is_resumed_with_the_messag
         wait_for(server, agent_is("EXPLORE-AGENT", "Also count"), [run, first], "no 2nd prompt")
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
-        resumer = start(project, server, "worker")
+        resumer = launch(project, server, store_url, "worker")
         procs.append(resumer)
     finally:
         first_answer.set()
@@ -241,15 +305,15 @@ def test_a_worker_killed_in_the_child_s_second_prompt_is_resumed_with_the_messag
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors
     assert out == "Survey: 12 tests.\n"
-    task = wait_row(project, "completed")
+    task = ended(project, store_url, "completed")
     assert task["final_text"] == "12 tests."
     assert task["executor"] == f"{socket.gethostname()}:{resumer.pid}"
     assert len(child_asked(server, "Survey the")) == 1  # replayed from its record
     assert len(child_asked(server, "Also count")) == 2  # the in-flight one, again
-    events, turns = transcript_and_turns(project, task)
+    events, turns = transcript_of(project, store_url, task)
     assert events.count(("message", "Also count the tests.")) == 1
     assert events.count(("message", "12 tests.")) == 1
-    assert [(t["role"], t["text"]) for t in turns][1:] == [
+    assert turns[1:] == [
         ("assistant", "The survey found 3 modules."), ("user", "Also count the tests."),
         ("assistant", "12 tests."),
     ]  # fmt: skip
@@ -257,7 +321,10 @@ def test_a_worker_killed_in_the_child_s_second_prompt_is_resumed_with_the_messag
 
 @pytest.mark.slow
 def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    store_url: str | None,
 ) -> None:
     """The child's first request is held until the parent's interrupt was answered (committed
     in the store); the worker's run then ends ``interrupted`` and reads no follow-up (an
@@ -278,9 +345,9 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
         # a child that completed would notice the parent: the run's output would be this
         text("Interrupted, as asked.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    worker = start(project, server, "worker")
+    worker = launch(project, server, store_url, "worker")
     procs.append(worker)
-    run = start(project, server, "run", "survey it", "-q")
+    run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
         wait_for(server, agent_is("MAIN-AGENT", "Interrupting"), [run, worker], "no interrupt")
@@ -290,8 +357,8 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors
     assert out == "Stopping it.\n"  # the run waited for the child, which sends no notice
-    task = row(project, "interrupted")
-    assert task is not None and task["final_text"] == "The survey found 3 modules."
+    task = ended(project, store_url, "interrupted")
+    assert task["final_text"] == "The survey found 3 modules."
     assert task["executor"] == f"{socket.gethostname()}:{worker.pid}"
     assert child_asked(server, "Also count") == []  # stopped: the follow-up is not read
     assert not [t for t in user_texts(server, "MAIN-AGENT") if "task completion" in t]
