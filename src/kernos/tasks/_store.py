@@ -442,15 +442,18 @@ class TaskStore:
             f"AND status IN ({marks})) OR (executor = ? AND status = 'cancelled' "
             "AND engine = 'dbos' AND finished_at > ?)"
         )
-        cancel_params = [me, self.pid, *(str(s) for s in ACTIVE), me, time.time() - 60]
-        rows = self.store.query(
-            f"SELECT id, CASE WHEN {cancel} THEN 1 ELSE 0 END AS cancel FROM tasks "
-            f"WHERE {cancel} OR (executor = ? AND status = 'running' AND engine = 'dbos' "
-            "AND interrupt_epoch = run_epoch)",
-            [*cancel_params, *cancel_params, me],
+        interrupt = (
+            "executor = ? AND status = 'running' AND engine = 'dbos' "
+            "AND interrupt_epoch = run_epoch"
         )
-        cancels = [row["id"] for row in rows if row["cancel"]]
-        return cancels, [row["id"] for row in rows if not row["cancel"]]
+        # a row the interrupt matches matches the cancel only by its cancel_requested
+        rows = self.store.query(
+            f"SELECT id, CASE WHEN {interrupt} AND cancel_requested = 0 THEN 1 ELSE 0 END "
+            f"AS interrupt FROM tasks WHERE {cancel} OR ({interrupt})",
+            [me, me, self.pid, *(str(s) for s in ACTIVE), me, time.time() - 60, me],
+        )
+        cancels = [row["id"] for row in rows if not row["interrupt"]]
+        return cancels, [row["id"] for row in rows if row["interrupt"]]
 
     def request_interrupt(self, task_id: str, epoch: int) -> bool:
         """Ask the executor of ``task_id``'s run ``epoch`` (in whichever process) to stop it after
