@@ -234,9 +234,10 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
         if params.message is None:
             raise ToolError("no_message", 'Give the message to send, or deliver_as="interrupt".')
         if record.status in ACTIVE and record.session is not None:
+            pending = record.status == TaskStatus.PENDING  # as it was when the message came
             position = await manager.send(record, params.message)
             if position is not None:
-                if record.status == TaskStatus.PENDING:
+                if pending:
                     return f"Queued for {record.id} at position {position}."
                 return f"Delivered to {record.id}; it reads the message after its current turn."
             # its run (in another process) ended as the message came: once this record has
