@@ -70,7 +70,7 @@ def test_the_key_migrations_apply_to_an_existing_store_file(tmp_path: Path) -> N
     tasks = TaskStore(store)
     try:
         assert store.versions("runtime") == [1, 2, 3]
-        assert store.versions("tasks") == [1, 2, 3, 4, 5]
+        assert store.versions("tasks") == [1, 2, 3, 4, 5, 6]
         for _ in range(2):
             tasks.event("t_1", "message", {}, key="1:1")
             store.record_turn("s_1", "explore", "user", "again", key="1:1")
@@ -87,7 +87,8 @@ def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_
 ) -> None:
     """``kernos run`` runs its own child; the parent's ``task_send`` gives the child a second
     prompt; the run is killed while that prompt's request is in flight; a worker resumes the
-    child and replays its first prompt, whose turns and events the dead run had stored."""
+    child and replays its first prompt, whose turns and events the dead run had stored, then
+    takes the follow-up again from the store (it was only in the dead run's memory before)."""
     (project / "kernos.toml").write_text(CONFIG + 'on_crash = "resume"\nheartbeat = 0.5\n', "utf-8")
     (project / "steps_probe.py").write_text(PROBE, "utf-8")
     first_answer, second_request = threading.Event(), threading.Event()
@@ -104,8 +105,14 @@ def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_
             when=agent_is("EXPLORE-AGENT", "Survey the"),
             hold=first_answer,
         ),
-        # its second prompt, in flight when the run dies (the resumed run never asks it)
-        text("12 tests.", when=agent_is("EXPLORE-AGENT", "Also count"), hold=second_request),
+        # its second prompt, in flight when the run dies; the resumed run takes the same
+        # message from the store's inbox and asks it again
+        text(
+            "12 tests.",
+            when=agent_is("EXPLORE-AGENT", "Also count"),
+            hold=second_request,
+            repeat=True,
+        ),
     )
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
@@ -127,18 +134,21 @@ def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_
     worker = start(project, server, "worker")
     procs.append(worker)
     task = wait_row(project, "completed")
-    assert task["final_text"] == "The survey found 3 modules."
+    assert task["final_text"] == "12 tests."  # the follow-up survived the crash
     events, turns = transcript_and_turns(project, task)
-    # the dead run stored the first prompt's turns; the resumed run's replay did not add them
+    # the dead run stored the first prompt's turns and the follow-up's question; the resumed run's
+    # replay did not add them again
     assert [(t["role"], t["text"]) for t in turns] == [
         ("user", turns[0]["text"]), ("assistant", "The survey found 3 modules."),
+        ("user", "Also count the tests."), ("assistant", "12 tests."),
     ]  # fmt: skip
     assert "Survey the repository." in turns[0]["text"]
     history = history_from_turns(turns)  # what task_send would continue the child from
-    assert len(history) == 2
+    assert len(history) == 4
     firsts = [e for e in events if e[0] == "message" and "Survey the repository." in e[1]]
     assert len(firsts) == 1
     assert events.count(("message", "The survey found 3 modules.")) == 1
+    assert events.count(("message", "Also count the tests.")) == 1
     asked = [r for r in server.requests if agent_is("EXPLORE-AGENT", "Survey the")(r)]
     assert len(asked) == 1 and "Survey the" in text_of(last(asked[0]))  # replayed, not re-sent
 

@@ -26,6 +26,15 @@
   once, and so does the in-flight step: a tool call whose event the dead executor wrote before
   its result is kept once, and its result is written when the resumed run gets it. A revived
   run (``EPOCH`` > 1) rebuilt on a worker continues from the turns of the runs before it.
+- Follow-ups are not steps either, and need no step: ``task_send`` to an active child puts the
+  message in the store's inbox (committed before the tool answers), and the run, wherever it
+  executes, takes its messages after each prompt from there, under the key ``EPOCH:mN`` (its
+  N-th take): a take returns what was already taken under its key, else marks and returns
+  every message not taken yet, in send order, so a replayed run gets exactly the follow-ups
+  its first attempt got, and one sent after the crash comes at the next take. That is one
+  query per prompt when nothing waits. ``deliver_as="interrupt"`` is a flag on the task's row
+  for its current run: the executor's cancel poll (every 0.5 s, the same query as for
+  cancels) stops the run after its current step, and the take after a prompt reads it too.
 - A follower (the process that spawned a child, waiting for it to be taken or to end) checks
   the workflows of the children it waits on (:meth:`DBOSEngine._reconcile`): a child active in
   the store whose workflow does not exist or has ended, for a grace, is ended ``lost`` with a

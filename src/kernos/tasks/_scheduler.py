@@ -179,8 +179,10 @@ class TaskScheduler:
             self.mark_running(record)
             async with deadline:
                 final = await session.prompt(text)
+                takes = 0
                 while not record.interrupt:
-                    late = session.take_queued()  # a message that arrived as the run ended
+                    takes += 1
+                    late = await self._take_messages(record, session, takes)
                     if late is None:
                         break
                     final = await session.prompt(late)
@@ -210,6 +212,39 @@ class TaskScheduler:
             self._move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
         finally:
             record.interrupt = False
+
+    async def send(self, record: TaskRecord, message: str) -> int | None:
+        """Give an active child ``message`` for after its current turn; its place among the
+        messages it has not read yet, or ``None`` when its run ended meanwhile (another process
+        ran it; nothing is delivered). A run the engine may replay reads it from the store's
+        inbox (committed before this returns), wherever it executes; otherwise from its
+        session's queue."""
+        if not getattr(self.engine, "replays", False):
+            assert record.session is not None
+            record.session.inject(message)
+            return record.session.pending_messages
+        return await asyncio.to_thread(self.store.send, record.id, message)
+
+    async def _take_messages(
+        self, record: TaskRecord, session: Session, ordinal: int
+    ) -> str | None:
+        """What ``record``'s run reads after its prompt number ``ordinal``, as one turn
+        (``None``: nothing, or the run was interrupted). A durable run takes its messages from
+        the store under the key ``EPOCH:mN``: a replay of the run takes the same ones again
+        (see :meth:`TaskStore.take_messages`); the same query says whether it was asked to stop.
+        Messages queued on the session itself (the notices of a child's own children)
+        follow."""
+        batch: list[str] = []
+        if record.run_key is not None:
+            take = self.store.take_messages
+            batch, interrupted = await asyncio.to_thread(take, record.id, record.run_epoch, ordinal)
+            if interrupted:  # asked from another process, since the cancel poll last looked
+                record.interrupt = True
+                return None
+        queued = session.take_queued()
+        if queued is not None:
+            batch.append(queued)
+        return "\n\n".join(batch) if batch else None
 
     def _move(
         self,
@@ -403,9 +438,17 @@ class TaskScheduler:
         """Stop a running child after its current step; its status becomes ``interrupted``."""
         if record.status != TaskStatus.RUNNING or record.session is None:
             return False
+        if getattr(self.engine, "replays", False):
+            # in the store, committed: the executor running it, in whichever process, stops it
+            # at its next poll (a resumed run of it too)
+            if not self.store.request_interrupt(record.id, record.run_epoch):
+                return False  # its run ended meanwhile
+            if record.executor != executor_id():
+                return True  # another process runs it: this record only follows the row
+        else:
+            self.store.event(record.id, "interrupt_requested", {})
         record.interrupt = True
         record.session.request_stop()
-        self.store.event(record.id, "interrupt_requested", {})
         return True
 
     def revive(self, record: TaskRecord, message: str) -> bool:
@@ -444,7 +487,16 @@ class TaskScheduler:
             await asyncio.sleep(_CANCEL_POLL_SECONDS)
             # off the loop: the read flushes first, and a flush waits while another process
             # holds the store's write lock (up to its timeout), which must not stall the loop
-            for task_id in await asyncio.to_thread(self.store.cancel_requests):
+            # one query for both: cancels (any engine), interrupts (the DBOS engine's runs)
+            cancels, interrupts = await asyncio.to_thread(self.store.control_requests)
+            for task_id in interrupts:
+                record = self.records.get(task_id)
+                if record is None or record.status != TaskStatus.RUNNING or record.interrupt:
+                    continue
+                if record.session is not None:
+                    record.interrupt = True
+                    record.session.request_stop()
+            for task_id in cancels:
                 record = self.records.get(task_id)
                 if record is None or record.status not in ACTIVE:
                     continue

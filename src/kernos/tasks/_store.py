@@ -110,6 +110,25 @@ MIGRATIONS = [
         CREATE UNIQUE INDEX task_events_run_key ON task_events(task_id, run_key)
         """,
     ),
+    (
+        6,
+        "a durable inbox and interrupt requests of durable runs (issue 11)",
+        # task_send to an active child on the DBOS engine: the message waits here until the
+        # run that executes the child (in any process) takes it after a prompt; ``taken_by``
+        # is that take's key (run epoch and the take's ordinal), so a replayed run takes the
+        # same batch again. ``interrupt_epoch``: the run asked to stop after its current step
+        """
+        CREATE TABLE task_inbox (
+            task_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            message TEXT NOT NULL,
+            taken_by TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (task_id, seq)
+        );
+        ALTER TABLE tasks ADD COLUMN interrupt_epoch INTEGER NOT NULL DEFAULT 0
+        """,
+    ),
 ]
 
 _COLUMNS = frozenset(
@@ -118,7 +137,7 @@ _COLUMNS = frozenset(
         "label", "prompt", "target_kind", "target", "model", "background", "status", "residency",
         "run_epoch", "owner_pid", "owner_started", "final_text", "error", "created_at",
         "started_at", "finished_at", "updated_at", "cancel_requested", "tools", "executor",
-        "engine", "grants", "notified_epoch",
+        "engine", "grants", "notified_epoch", "interrupt_epoch",
     }
 )  # fmt: skip
 
@@ -400,26 +419,121 @@ class TaskStore:
         return True
 
     def cancel_requests(self) -> list[str]:
-        """Ids of the active tasks this process runs that another process asked to cancel: the
-        local engine's own children, and the DBOS tasks this executor took (the process that
-        spawned a DBOS child does not act on a request: its executor does, so one process
-        writes the end). Also DBOS tasks of this executor that the spawning process already
-        recorded ``cancelled`` (its ``task_cancel``): this executor then stops the run."""
+        """Ids of the active tasks this process runs that another process asked to cancel (see
+        :meth:`control_requests`)."""
+        return self.control_requests()[0]
+
+    def control_requests(self) -> tuple[list[str], list[str]]:
+        """``(cancels, interrupts)``, in one query: the ids of the tasks this process runs that
+        another process asked to stop.
+
+        Cancels: active tasks whose cancel was asked: the local engine's own children, and the
+        DBOS tasks this executor took (the process that spawned a DBOS child does not act on a
+        request: its executor does, so one process writes the end); also DBOS tasks of this
+        executor that the spawning process already recorded ``cancelled`` (its
+        ``task_cancel``): this executor then stops the run. Interrupts: DBOS tasks this
+        executor runs whose current run was asked to stop after its current step
+        (:meth:`request_interrupt`); a task asked both is a cancel."""
         self.flush()
         me = executor_id()
         marks = ", ".join("?" for _ in ACTIVE)
-        rows = self.store.query(
-            "SELECT id FROM tasks WHERE (cancel_requested = 1 AND (executor = ? OR "
-            f"(owner_pid = ? AND engine = 'local')) AND status IN ({marks})) OR (executor = ? "
-            "AND status = 'cancelled' AND engine = 'dbos' AND finished_at > ?)",
-            [me, self.pid, *(str(s) for s in ACTIVE), me, time.time() - 60],
+        cancel = (
+            "(cancel_requested = 1 AND (executor = ? OR (owner_pid = ? AND engine = 'local')) "
+            f"AND status IN ({marks})) OR (executor = ? AND status = 'cancelled' "
+            "AND engine = 'dbos' AND finished_at > ?)"
         )
-        return [row["id"] for row in rows]
+        interrupt = (
+            "executor = ? AND status = 'running' AND engine = 'dbos' "
+            "AND interrupt_epoch = run_epoch"
+        )
+        # a row the interrupt matches matches the cancel only by its cancel_requested
+        rows = self.store.query(
+            f"SELECT id, CASE WHEN {interrupt} AND cancel_requested = 0 THEN 1 ELSE 0 END "
+            f"AS interrupt FROM tasks WHERE {cancel} OR ({interrupt})",
+            [me, me, self.pid, *(str(s) for s in ACTIVE), me, time.time() - 60, me],
+        )
+        cancels = [row["id"] for row in rows if not row["interrupt"]]
+        return cancels, [row["id"] for row in rows if row["interrupt"]]
 
-    def cancel_requested(self, task_id: str) -> bool:
+    def request_interrupt(self, task_id: str, epoch: int) -> bool:
+        """Ask the executor of ``task_id``'s run ``epoch`` (in whichever process) to stop it after
+        its current step, committed now; ``False`` when that run is not running."""
         self.flush()
-        rows = self.store.query("SELECT cancel_requested FROM tasks WHERE id = ?", (task_id,))
-        return bool(rows and rows[0]["cancel_requested"])
+        now = time.time()
+        with self.store.transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE tasks SET interrupt_epoch = ?, updated_at = ? WHERE id = ? "
+                "AND run_epoch = ? AND status = 'running'",
+                (epoch, now, task_id, epoch),
+            )
+            if not cursor.rowcount:
+                return False
+            data = json.dumps({"epoch": epoch})
+            conn.execute(_INSERT_EVENT, (task_id, "interrupt_requested", data, now, task_id))
+        return True
+
+    # -- the inbox of durable runs (the DBOS engine) -------------------------------------------
+    def send(self, task_id: str, message: str) -> int | None:
+        """Put ``message`` in the inbox of an active task, committed now; its place among the
+        messages not taken yet (1: the first), or ``None`` when the task is not active any
+        more (nothing is stored). The run executing the task takes it (:meth:`take_messages`)."""
+        self.flush()  # a child spawned in this loop turn: its row first
+        now = time.time()
+        with self.store.transaction() as conn:  # the writer's lock: one seq per message
+            cursor = conn.execute(
+                "INSERT INTO task_inbox (task_id, seq, message, created_at) "
+                "SELECT ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_inbox WHERE task_id = ?), "
+                "?, ? WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?" + _STILL_ACTIVE + ")",
+                (task_id, task_id, message, now, task_id),
+            )
+            if not cursor.rowcount:
+                return None
+            rows = conn.execute(
+                "SELECT COUNT(*) FROM task_inbox WHERE task_id = ? AND taken_by IS NULL",
+                (task_id,),
+            ).fetchall()
+        return int(rows[0][0])
+
+    def take_messages(self, task_id: str, epoch: int, ordinal: int) -> tuple[list[str], bool]:
+        """What run ``epoch`` of ``task_id`` reads after its prompt number ``ordinal``:
+        ``(messages in send order, interrupted)``.
+
+        The take's key is ``EPOCH:mORDINAL``. The messages already taken under it come back
+        (a replayed run gets exactly what its first attempt got); else every one not taken yet,
+        marked with the key in one transaction (a message sent meanwhile is in it or left for
+        the next take: never lost, never taken twice). ``interrupted``: the run was asked to
+        stop (:meth:`request_interrupt`); then nothing is taken.
+
+        One query (the task's row joined with its inbox) when nothing waits, as at the end of
+        almost every run; a write only when something does.
+        """
+        key = f"{epoch}:m{ordinal}"
+        rows = self.store.query(
+            "SELECT t.interrupt_epoch, i.seq, i.message, i.taken_by FROM tasks t "
+            "LEFT JOIN task_inbox i ON i.task_id = t.id AND (i.taken_by IS NULL OR i.taken_by = ?) "
+            "WHERE t.id = ? ORDER BY i.seq",
+            (key, task_id),
+        )
+        if not rows:
+            return [], False  # the row is gone
+        if rows[0]["interrupt_epoch"] == epoch:
+            return [], True
+        waiting = [row for row in rows if row["seq"] is not None]
+        mine = [row["message"] for row in waiting if row["taken_by"] == key]
+        if mine or not waiting:
+            return mine, False
+        with self.store.transaction() as conn:
+            taken = conn.execute(  # a take of this key that ran meanwhile (never in practice)
+                "SELECT seq, message FROM task_inbox WHERE task_id = ? AND taken_by = ?",
+                (task_id, key),
+            ).fetchall()
+            if not taken:
+                taken = conn.execute(
+                    "UPDATE task_inbox SET taken_by = ? WHERE task_id = ? AND taken_by IS NULL "
+                    "RETURNING seq, message",
+                    (key, task_id),
+                ).fetchall()
+        return [message for _, message in sorted((row[0], row[1]) for row in taken)], False
 
     # -- executors (the DBOS engine) -----------------------------------------------------------
     def claim(self, task_id: str, executor: str) -> bool:

@@ -25,6 +25,9 @@ FOREGROUND_WAIT = "foreground_wait"
 
 #: ``task_output(mode="full")`` shows at most this many characters of a transcript.
 FULL_OUTPUT_CAP = 20_000
+#: how long ``task_send`` waits for a child whose run ended in another process as the message
+#: came to end here too (its follower reads the store every 0.25 s), before continuing it
+_ENDED_SECONDS = 5.0
 
 _JSON_SCHEMA = task_json_schema()
 
@@ -231,11 +234,15 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
         if params.message is None:
             raise ToolError("no_message", 'Give the message to send, or deliver_as="interrupt".')
         if record.status in ACTIVE and record.session is not None:
-            record.session.inject(params.message)
-            if record.status == TaskStatus.PENDING:
-                position = record.session.pending_messages
-                return f"Queued for {record.id} at position {position}."
-            return f"Delivered to {record.id}; it reads the message after its current turn."
+            pending = record.status == TaskStatus.PENDING  # as it was when the message came
+            position = await manager.send(record, params.message)
+            if position is not None:
+                if pending:
+                    return f"Queued for {record.id} at position {position}."
+                return f"Delivered to {record.id}; it reads the message after its current turn."
+            # its run (in another process) ended as the message came: once this record has
+            # followed it there, the message continues the child instead
+            await manager.wait([record], timeout=_ENDED_SECONDS)
         continuable = record.status in SETTLED and record.residency != Residency.DISPOSED
         if continuable and manager.revive(record, params.message):  # evicted: rebuilt first
             return f"Revived {record.id} (run epoch {record.run_epoch})."
