@@ -300,6 +300,50 @@ def test_cancel_of_a_queued_child_whose_run_has_exited_is_final(
     assert final["status"] == "cancelled" and final["executor"] is None
 
 
+def test_a_left_child_whose_workflow_was_cancelled_elsewhere_ends_lost_by_a_worker_s_reaper(
+    project: Path, store: Store, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    """No process follows a ``--no-wait`` run's queued child once the run exited: when its
+    workflow is cancelled through DBOS (not ``kernos tasks cancel``: the row says nothing), a
+    worker's reaper ends it ``lost``, saying why, once; it is not left active forever."""
+    from dbos import DBOSClient
+
+    tasks_config(project, run_executes="false", heartbeat="0.5")
+    holding.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+    )
+    # it serves another model's queue only: the child stays queued, but the worker reaps
+    worker = start(store, holding, procs, "worker", "--models", "openai-chat:other")
+    assert worker.stderr is not None
+    for line in worker.stderr:  # ready: beating, and holding the reaper lease
+        if " executing " in line:
+            break
+    run = start(store, holding, procs, "run", "survey it", "-q", "--no-wait")
+    _, errors = run.communicate(timeout=DEADLINE)
+    assert run.returncode == 0, errors
+    (queued,) = store.rows()
+    assert queued["status"] in ("pending", "running") and queued["executor"] is None
+    assert store.workflow(queued["id"]) == "ENQUEUED"
+    url = store.url or f"sqlite:///{project / '.kernos' / 'dbos.sqlite'}"
+    client = DBOSClient(system_database_url=url)
+    try:
+        client.cancel_workflow(queued["id"])
+    finally:
+        client.destroy()
+    lost = store.wait("lost")
+    assert lost["id"] == queued["id"]
+    assert f"its DBOS workflow {queued['id']} ended (CANCELLED)" in lost["error"]
+    assert "start it again with the task tool" in lost["error"]
+    lines = [line for line in transcript(store, holding, queued["id"]) if "→ lost" in line]
+    assert len(lines) == 1, lines
+    assert not holding.held.is_set()  # never run
+    worker.send_signal(signal.SIGTERM)  # ready already (its start line was read above)
+    _, errors = worker.communicate(timeout=DEADLINE)
+    assert worker.returncode == 0, errors
+    assert "Traceback" not in errors
+
+
 # -- a worker stopped by a signal ----------------------------------------------------------------
 @pytest.mark.parametrize("holding", [1], indirect=True)
 def test_sigterm_leaves_the_running_child_to_another_worker_that_finishes_it(

@@ -29,7 +29,10 @@
 - A follower (the process that spawned a child, waiting for it to be taken or to end) checks
   the workflows of the children it waits on (:meth:`DBOSEngine._reconcile`): a child active in
   the store whose workflow does not exist or has ended, for a grace, is ended ``lost`` with a
-  reason saying so, and its notice is delivered once as for any end.
+  reason saying so, and its notice is delivered once as for any end. The executor holding the
+  reaper lease checks every active child the same way once per beat
+  (:meth:`DBOSEngine._sweep`), so a child nobody follows (a ``--no-wait`` run's, or one whose
+  spawner died) is not left active with no workflow to run it.
 - The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
   never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
   deleted when the engine closes.
@@ -123,6 +126,12 @@ ORPHAN_CHECK_SECONDS = 1.0
 #: has ended before the follower ends it ``lost`` (an executor commits a run's end to the store
 #: before its workflow records its own, so this covers a slow store, not the normal order)
 ORPHAN_GRACE_SECONDS = 3.0
+#: the reaper's grace for an active child whose workflow does not exist: its spawner, alive,
+#: may not have queued it yet (it commits each row first, then queues a batch one by one, and
+#: only once DBOS launched); a follower checks only workflows it queued, so it needs none
+ORPHAN_MISSING_SECONDS = 30.0
+#: workflow ids per DBOS query of the orphan guard
+_WORKFLOWS_AT_ONCE = 500
 #: the DBOS statuses of a workflow that ended: no executor will run it again
 _WORKFLOW_ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
@@ -446,6 +455,8 @@ class DBOSEngine:
         #: workflows of waited-on children seen gone or ended, by workflow id: since when
         self._orphans: dict[str, float] = {}
         self._orphan_check = 0.0  # when the follower last asked DBOS (monotonic)
+        #: the reaper's :attr:`_orphans`: every active child's workflow seen gone or ended
+        self._swept: dict[str, float] = {}
         self.orphan_checks = 0  # how many times it asked (tests wait on it)
 
     # -- the port ---------------------------------------------------------------------------
@@ -686,36 +697,56 @@ class DBOSEngine:
 
     async def _reconcile(self, waited: dict[str, tuple[str, dict[str, Any]]]) -> None:
         """End ``lost`` each waited-on child (task id → its workflow and row, active) whose
-        workflow does not exist or has ended for :data:`ORPHAN_GRACE_SECONDS`: no executor will
-        ever run or finish it. A queued workflow (``ENQUEUED``: a busy worker, or no worker for
-        its model yet) and a running one (``PENDING``: the reaper judges its executor) are left
-        alone. The end is written only over the active row of that run, so whoever ends a run
-        first wins; the follower then mirrors it and claims its one notice as for any end."""
+        workflow does not exist or has ended for :data:`ORPHAN_GRACE_SECONDS` (see
+        :meth:`_settle_orphans`); the follower then mirrors the end and claims its one notice
+        as for any end."""
         self._orphan_check = time.monotonic()
         if not waited or not self._launched:
             self._orphans.clear()
             return
-        ids = sorted({wf for wf, _ in waited.values()})
-        read = functools.partial(
-            DBOS.list_workflows, workflow_ids=ids, load_input=False, load_output=False
-        )
-        try:
-            # on an executor thread, outside any workflow's context (a watcher started inside
-            # a child's run would otherwise record the read as a step of that child's workflow)
-            found = await asyncio.get_running_loop().run_in_executor(None, read)
-        except Exception as exc:  # the next check asks again
-            log.warning("tasks: could not read the workflows of waited-on children: %s", exc)
-            return
+        self._orphans = await self._settle_orphans(waited, self._orphans, ORPHAN_GRACE_SECONDS)
         self.orphan_checks += 1
+
+    async def _settle_orphans(
+        self,
+        runs: dict[str, tuple[str, dict[str, Any]]],
+        seen: dict[str, float],
+        missing_grace: float,
+    ) -> dict[str, float]:
+        """End ``lost`` each of ``runs`` (task id → its workflow and row, active) whose
+        workflow has ended for :data:`ORPHAN_GRACE_SECONDS`, or does not exist for
+        ``missing_grace``: no executor will ever run or finish it. ``seen``: since when each
+        workflow was seen so (monotonic, by workflow id); returns it for the next check. A
+        queued workflow (``ENQUEUED``: a busy worker, or no worker for its model yet) and a
+        running one (``PENDING``: the reaper judges its executor) are left alone. The end is
+        written only over the active row of that run, so whoever ends a run first wins.
+
+        One read of DBOS per 500 workflows, whoever asks: the follower for the children it
+        waits on (:meth:`_reconcile`), the reaper for every active child (:meth:`_sweep`)."""
+        ids = sorted({wf for wf, _ in runs.values()})
+        found: list[Any] = []
+        try:
+            for at in range(0, len(ids), _WORKFLOWS_AT_ONCE):
+                read = functools.partial(
+                    DBOS.list_workflows, workflow_ids=ids[at : at + _WORKFLOWS_AT_ONCE],
+                    load_input=False, load_output=False,
+                )  # fmt: skip
+                # on an executor thread, outside any workflow's context (a watcher started in
+                # a child's run would otherwise record the read as a step of that workflow)
+                found += await asyncio.get_running_loop().run_in_executor(None, read)
+        except Exception as exc:  # the next check asks again
+            log.warning("tasks: could not read the workflows of active children: %s", exc)
+            return seen
         statuses = {found_wf.workflow_id: str(found_wf.status) for found_wf in found}
         now = time.monotonic()
         orphans: dict[str, float] = {}
-        for task_id, (wf, row) in waited.items():
+        store = self.scheduler.store
+        for task_id, (wf, row) in runs.items():
             status = statuses.get(wf)
             if status is not None and status not in _WORKFLOW_ENDED:
                 continue
-            since = orphans[wf] = self._orphans.get(wf, now)
-            if now - since < ORPHAN_GRACE_SECONDS:
+            since = orphans[wf] = seen.get(wf, now)
+            if now - since < (missing_grace if status is None else ORPHAN_GRACE_SECONDS):
                 continue
             if status is None:
                 what = f"its DBOS workflow {wf} does not exist (never queued, or deleted)"
@@ -726,12 +757,24 @@ class DBOSEngine:
                 "task tool (task_output shows what it did)"
             )
             log.warning("task %s: %s", task_id, reason)
-            store = self.scheduler.store
             await asyncio.to_thread(
                 store.lose, task_id, int(row["run_epoch"] or 1), row["status"], reason
             )
             del orphans[wf]
-        self._orphans = orphans
+        return orphans
+
+    async def _sweep(self) -> None:
+        """(The reaper) :meth:`_settle_orphans` for every active child in the store, followed
+        or not: a ``--no-wait`` run's background children, and those of a spawner that died,
+        have no follower. A workflow that does not exist gets :data:`ORPHAN_MISSING_SECONDS`:
+        a spawner commits each row before it queues the workflow, and queues a big batch one
+        by one."""
+        rows = await asyncio.to_thread(self.scheduler.store.active_runs)
+        runs = {r["id"]: (workflow_id(r["id"], int(r["run_epoch"] or 1)), r) for r in rows}
+        if not runs:
+            self._swept = {}
+            return
+        self._swept = await self._settle_orphans(runs, self._swept, ORPHAN_MISSING_SECONDS)
 
     def _mirror(
         self,
@@ -898,7 +941,8 @@ class DBOSEngine:
 
     async def _beat_and_reap(self) -> None:
         """Heartbeat this executor; holding the reaper lease, settle the children of executors
-        silent for three beats: resumed here (``on_crash = "resume"``) or ``lost``."""
+        silent for three beats: resumed here (``on_crash = "resume"``) or ``lost``; and end
+        ``lost`` the active children whose workflows are gone or ended (:meth:`_sweep`)."""
         store = self.scheduler.store
         while True:
             try:
@@ -908,6 +952,9 @@ class DBOSEngine:
                 if reaps and await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
                     for dead in await asyncio.to_thread(store.dead_executors, silent):
                         await self._reap(dead)
+                    await self._sweep()
+                else:  # another holds the lease: its sweep counts the graces from now on
+                    self._swept = {}
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
