@@ -609,9 +609,16 @@ class DBOSEngine:
                     )
                     self.scheduler._move(record, TaskStatus.ERROR)
                     return
+                # handed over here just now (its workflow waits in _admit), its run not started
+                here = admitted.result() if admitted.done() and not admitted.cancelled() else None
+                if here is not None:
+                    self._live.discard(record)
                 if record.end_as == TaskStatus.LOST:
                     # the run ends without waiting (--no-wait): a child still queued, or running
-                    # in another process, is left to the executors; it is not lost
+                    # in another process, is left to the executors; it is not lost; nor is one
+                    # handed over here whose run did not start (see _admit)
+                    if here is not None:
+                        here[1].cancel()
                     log.info("task %s left to the other executors", record.id)
                     record.end_as = None
                     return
@@ -620,6 +627,8 @@ class DBOSEngine:
                 # else another executor runs it: the cancelled row is what stops it there (its
                 # cancel poll), and it records the workflow's end itself
                 self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
+                if here is not None:
+                    here[1].set_result(str(record.status))  # its workflow ends too
                 return
             except Exception as exc:  # the system database refused the workflow
                 record.error = f"the task engine could not queue the child: {exc}"
@@ -850,15 +859,8 @@ class DBOSEngine:
         """Run a child another process spawned (or one whose executor died), rebuilt from the
         store and this process's config; its end status."""
         store = self.scheduler.store
-        if self.stopping:
-            # dequeued as this worker stops: taken (running: admitted), then left unfinished
-            # (the workflow stays pending), so the reaper of another executor resumes it
-            taken = await self._take(task_id)
-            if taken is not None and taken["status"] == str(TaskStatus.PENDING):
-                store.update(task_id, if_active=True, status=str(TaskStatus.RUNNING))
-                store.event(task_id, "status", {"from": "pending", "to": "running"})
-                await asyncio.to_thread(store.flush)
-            raise asyncio.CancelledError
+        if self.leaving:
+            return await self._leave_unrun(task_id)
         row = await self._take(task_id)
         if row is None:  # cancelled, lost, done, or another executor's
             return "skipped"
@@ -893,6 +895,32 @@ class DBOSEngine:
         except Exception as exc:  # kept for the store's retry; the follower's grace covers it
             log.warning("task %s: its end is not committed yet: %s", task_id, exc)
         return str(record.status)
+
+    @property
+    def leaving(self) -> bool:
+        """This process runs no new child: a worker stops (:meth:`leave`), or a run ends
+        without waiting for its children (``--no-wait``)."""
+        return self.stopping or self.scheduler.abandoning
+
+    async def _leave_unrun(self, task_id: str) -> str:
+        """A child DBOS handed to this process as it leaves: taken (``running``: admitted),
+        then left unfinished (the body stops, its workflow stays pending), so the reaper of
+        another executor settles it once this one retired, by the crash rule (resumed from its
+        start, or ``lost``), as for any child of an executor that is gone. Not taken (it was
+        cancelled, or ended): its workflow ends (``skipped``).
+
+        On the loop, not a thread: the process is closing, and DBOS's release shuts down the
+        thread pool the loop uses; a few milliseconds of store writes are all it costs."""
+        store = self.scheduler.store
+        taken = store.take(self.executor, [task_id]).get(task_id)
+        if taken is None:
+            return "skipped"
+        log.info("task %s: dequeued as this process leaves; left to the crash rule", task_id)
+        if taken["status"] == str(TaskStatus.PENDING):
+            store.update(task_id, if_active=True, status=str(TaskStatus.RUNNING))
+            store.event(task_id, "status", {"from": "pending", "to": "running"})
+        store.flush()
+        raise asyncio.CancelledError
 
     async def _take(self, task_id: str) -> dict[str, Any] | None:
         """Claim ``task_id`` for this executor; its row as taken (``None``: not taken). The
@@ -1013,18 +1041,29 @@ class DBOSEngine:
         """(DBOS's loop) Run this process's own child on the scheduler's loop; its end status."""
         assert self.loop is not None
         handed: concurrent.futures.Future[str] = asyncio.run_coroutine_threadsafe(
-            self._admit(workflow_id(task_id, epoch), items), self.loop
+            self._admit(workflow_id(task_id, epoch), task_id, items), self.loop
         )
         return await asyncio.wrap_future(handed)
 
-    async def _admit(self, wf_id: str, items: ContextItems) -> str:
+    async def _admit(self, wf_id: str, task_id: str, items: ContextItems) -> str:
+        """(The scheduler's loop) Hand the dequeued run to its waiting :meth:`_run`; the
+        status it ended in. Dequeued as this process leaves (before or after its run stopped
+        waiting), it is left unrun (:meth:`_leave_unrun`), not ended ``cancelled``: a run
+        that exits leaves its queued children to the other executors."""
+        if self.leaving:
+            return await self._leave_unrun(task_id)
         admitted = self._admissions.get(wf_id)
         if admitted is None or admitted.done():
             return "cancelled"  # the run was cancelled while it waited in the queue
         assert self.loop is not None
         done: asyncio.Future[str] = self.loop.create_future()
         admitted.set_result((items, done))
-        return await asyncio.shield(done)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if done.cancelled():  # admitted as the process left, before its run started
+                return await self._leave_unrun(task_id)
+            raise
 
     async def hand_over_remote(self, task_id: str, text: str, epoch: int, items: Any) -> str:
         """(DBOS's loop) Run another process's child here (see ``remote``)."""

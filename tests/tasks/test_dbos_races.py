@@ -1,0 +1,96 @@
+"""Interleavings of the DBOS task engine (issue 11), each forced by ordering on the scheduler's
+loop, not by sleeps: a run exiting (``--no-wait``) as DBOS hands it a child, and a cancel
+between the reaper's read of a dead executor's children and its resume of their workflows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from tasks_helpers import agent_is
+
+from kernos.runtime import Runtime, load_config
+from kernos.tasks import TaskManager
+from kernos.testing import FakeOpenAIServer, text
+
+DEADLINE = 60.0
+
+
+def use_dbos(project: Path) -> None:
+    with (project / "kernos.toml").open("a", encoding="utf-8") as config:
+        config.write('engine = "dbos"\n')
+
+
+async def enqueued(workflow: str) -> None:
+    """Until DBOS holds ``workflow`` (the spawn queues it in the background)."""
+    from dbos import DBOS
+
+    deadline = time.monotonic() + DEADLINE
+    while (status := await DBOS.get_workflow_status_async(workflow)) is None:
+        assert time.monotonic() < deadline, f"{workflow} was never queued"
+        await asyncio.sleep(0.05)
+    assert status.status == "ENQUEUED"
+
+
+# -- a run that exits as DBOS hands it a child ------------------------------------------------
+#: when DBOS hands the queued child to the exiting run, as ``child_workflow`` does once dequeued:
+#: ``admitted``: to its waiting run (``_admit``, which ``hand_over`` runs on this loop) just
+#: before the run stops waiting; ``own``: to that run just after it stopped (``hand_over``);
+#: ``remote``: after it, as a child of another process (``hand_over_remote``: the run no longer
+#: knows it as its own)
+WHEN = ["admitted", "own", "remote"]
+
+
+@pytest.mark.parametrize("when", WHEN)
+async def test_a_child_dequeued_as_a_no_wait_run_exits_is_left_unrun_to_the_crash_rule(
+    project: Path, server: FakeOpenAIServer, when: str
+) -> None:
+    """The run leaves its queued children to the other executors. One that DBOS dequeues into
+    the exiting run anyway is not run there, nor ended ``cancelled`` (its workflow a success
+    of nothing, or a run cut short by the exit): it is taken by this executor and its workflow
+    left pending, so once this executor retired the reaper of another resumes it or ends it
+    ``lost`` (``[tasks] on_crash``), as any child of an executor that is gone."""
+    from kernos.tasks._dbos import DBOSEngine
+
+    use_dbos(project)
+    server.script(text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True))
+    runtime = Runtime(load_config(cwd=project))
+    # this process dequeues nothing itself: the test hands the workflow over, at a set moment
+    manager = TaskManager(runtime, engine=lambda s: DBOSEngine(s, listen=[]))
+    engine = manager.engine
+    assert isinstance(engine, DBOSEngine)
+    await engine.ready()
+    session = runtime.session("main", record_turns=False)
+    session.add_tools(manager.tools_for(session))
+    call = {"prompt": "Survey.", "subagent_type": "explore"}
+    (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+    try:
+        await enqueued(record.id)
+        hand: Callable[[], Awaitable[str]] = {
+            "admitted": lambda: engine._admit(record.id, record.id, []),
+            "own": lambda: engine.hand_over(record.id, 1, []),
+            "remote": lambda: engine.hand_over_remote(record.id, "Survey.", 1, []),
+        }[when]
+        if when == "admitted":  # the hand-over's step runs first, then the exit's
+            handed = asyncio.ensure_future(hand())
+            closing = asyncio.ensure_future(manager.aclose(wait=False))
+        else:  # the exit's first step (it stops the run's wait) runs first
+            closing = asyncio.ensure_future(manager.aclose(wait=False))
+            handed = asyncio.ensure_future(hand())
+        done, _ = await asyncio.wait({handed, closing}, timeout=DEADLINE)
+        assert handed in done, "the hand-over never returned (its workflow would hang)"
+        assert closing in done, "the run never finished closing"
+        closing.result()
+        # the body stops without an outcome: the workflow stays pending for the crash rule
+        assert handed.cancelled() or isinstance(handed.exception(), asyncio.CancelledError), (
+            handed.result()
+        )
+        row = manager.store.get(record.id)
+        assert row is not None
+        assert (row["status"], row["executor"]) == ("running", engine.executor), row
+        assert not [r for r in server.requests if agent_is("EXPLORE-AGENT")(r)]  # never run
+    finally:
+        runtime.close()
