@@ -5,6 +5,7 @@ between the reaper's read of a dead executor's children and its resume of their 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,9 +20,11 @@ from kernos.testing import FakeOpenAIServer, text
 DEADLINE = 60.0
 
 
-def use_dbos(project: Path) -> None:
+def use_dbos(project: Path, **tasks: str) -> None:
+    """The project's ``[tasks]`` section (the last of the test config) on the DBOS engine."""
+    lines = ['engine = "dbos"', *(f"{k} = {v}" for k, v in tasks.items())]
     with (project / "kernos.toml").open("a", encoding="utf-8") as config:
-        config.write('engine = "dbos"\n')
+        config.write("\n".join(lines) + "\n")
 
 
 async def enqueued(workflow: str) -> None:
@@ -93,4 +96,65 @@ async def test_a_child_dequeued_as_a_no_wait_run_exits_is_left_unrun_to_the_cras
         assert (row["status"], row["executor"]) == ("running", engine.executor), row
         assert not [r for r in server.requests if agent_is("EXPLORE-AGENT")(r)]  # never run
     finally:
+        runtime.close()
+
+
+# -- a cancel between the reaper's read and its resume ------------------------------------------
+async def test_a_child_cancelled_after_the_reaper_read_it_is_not_resumed(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """``on_crash = "resume"``: the reaper read a dead executor's running children, then one is
+    cancelled (``kernos tasks cancel``, before ``resume_left``). Its workflow is cancelled, not
+    resumed (no executor would run it, and it would end a success of nothing); the other's is
+    back on its queue."""
+    from dbos import DBOS, SetWorkflowID
+
+    from kernos.tasks._dbos import DBOSEngine, child_workflow, queue_name, resume_left
+
+    use_dbos(project, run_executes="false")  # this process neither runs nor reaps: the test
+    runtime = Runtime(load_config(cwd=project))  # plays the reaper, at the set moments
+    manager = TaskManager(runtime)
+    engine = manager.engine
+    assert isinstance(engine, DBOSEngine)
+    await engine.ready()
+    dead, model = "gone.example:1", "openai-chat:test"
+    ids = ["t_dead0001", "t_dead0002"]
+    try:
+        for task_id in ids:
+            manager.store.insert(
+                {
+                    "id": task_id, "parent_session": "s_gone", "target_kind": "agent",
+                    "target": "explore", "model": model, "status": "running",
+                    "residency": "resident", "created_at": time.time(), "engine": "dbos",
+                    "executor": dead,
+                }
+            )  # fmt: skip
+            with SetWorkflowID(task_id):
+                await DBOS.enqueue_workflow_async(
+                    queue_name(model), child_workflow, task_id, "Survey.", 1
+                )
+        manager.store.flush()
+        # as the dead executor left them: dequeued there, running (DBOS's own record)
+        with sqlite3.connect(project / ".kernos" / "dbos.sqlite") as db:
+            db.execute(
+                "UPDATE workflow_status SET status = 'PENDING', executor_id = ? "
+                "WHERE workflow_uuid IN (?, ?)",
+                (dead, *ids),
+            )
+        assert len(manager.store.running_on(dead)) == 2  # what the reaper read
+        for task_id in ids:  # what it wrote before resuming: no one's
+            manager.store.update(task_id, if_active=True, executor=None)
+        changed, said = manager.store.cancel(ids[0])  # the cancel lands now
+        assert changed and "no executor had taken it" in said, said
+        assert await resume_left(dead, manager.store) == 1
+        statuses = {}
+        for task_id in ids:
+            status = await DBOS.get_workflow_status_async(task_id)
+            assert status is not None
+            statuses[task_id] = status.status
+        assert statuses == {ids[0]: "CANCELLED", ids[1]: "ENQUEUED"}
+        row = manager.store.get(ids[0])
+        assert row is not None and row["status"] == "cancelled"
+    finally:
+        await manager.aclose(wait=True)
         runtime.close()

@@ -95,6 +95,7 @@ from kernos.tasks._store import executor_id
 if TYPE_CHECKING:
     from kernos.boundary import ToolSpec
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.tasks._store import TaskStore
 
 log = logging.getLogger("kernos.tasks")
 
@@ -247,23 +248,40 @@ def _register_with_client(url: str, queues: dict[str, int | None]) -> None:
         client.destroy()
 
 
-async def resume_left(dead: str) -> int:
+async def resume_left(dead: str, store: TaskStore) -> int:
     """Put each workflow a dead executor left running back on its own queue, to run from its
     last completed step on whichever executor takes it; how many.
 
     Each goes back on its model's queue (not DBOS's internal one, which every process polls:
     a ``kernos run`` that executes nothing would take it and end it unrun), so only that
-    queue's listeners run it and the model's global limit counts it."""
+    queue's listeners run it and the model's global limit counts it.
+
+    Only the workflows whose runs are still active in the store, read after the listing: a
+    child cancelled (``kernos tasks cancel``) or ended since the reaper read its row has its
+    workflow cancelled instead; resumed, no executor would take it, and its record would say
+    a success of a run that did nothing."""
     left = await DBOS.list_workflows_async(
         status="PENDING", executor_id=dead, app_version=APP_VERSION,
         load_input=False, load_output=False,
     )  # fmt: skip
+    task_ids = [status.workflow_id.partition(".")[0] for status in left]
+    rows = await asyncio.to_thread(store.rows, task_ids)
+    active = {str(s) for s in ACTIVE}
     by_queue: dict[str | None, list[str]] = {}
-    for status in left:
+    over: list[str] = []
+    for status, task_id in zip(left, task_ids, strict=True):
+        row = rows.get(task_id)
+        run = workflow_id(task_id, int(row["run_epoch"] or 1)) if row is not None else None
+        if row is None or row["status"] not in active or run != status.workflow_id:
+            over.append(status.workflow_id)
+            continue
         by_queue.setdefault(status.queue_name, []).append(status.workflow_id)
+    if over:
+        log.info("tasks: not resuming %d workflow(s) whose runs ended: %s", len(over), over)
+        await DBOS.cancel_workflows_async(over)
     for queue, wf_ids in by_queue.items():
         await DBOS.resume_workflows_async(wf_ids, queue_name=queue)
-    return len(left)
+    return len(left) - len(over)
 
 
 #: the engines of this process, which the workflow body hands each run to
@@ -1010,9 +1028,9 @@ class DBOSEngine:
                 resume = {"epoch": epoch, "time": times + 1, "after": dead}
                 store.event(row["id"], "resumed", resume)
                 # no one's: any executor of its queue may take it, and a second reaper pass
-                store.update(row["id"], executor=None)  # does not resume it again
+                store.update(row["id"], if_active=True, executor=None)  # does not resume it
             store.flush()
-            await resume_left(dead)
+            await resume_left(dead, store)
             return
         for row in rows:
             reason = f"its executor {dead} stopped answering before the task finished"
