@@ -158,3 +158,71 @@ async def test_a_child_cancelled_after_the_reaper_read_it_is_not_resumed(
     finally:
         await manager.aclose(wait=True)
         runtime.close()
+
+
+# -- the reaper's sweep: every active child, followed or not ------------------------------------
+async def test_the_reaper_s_sweep_ends_lost_the_dbos_children_no_workflow_will_run(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """Each sweep reads every active child of the DBOS engine: one whose workflow ended is
+    ``lost`` after the grace, one whose workflow does not exist only after the longer one (its
+    spawner may not have queued it yet), a queued one never; a local-engine child in the same
+    store is not the engine's. Driven sweep by sweep, the graces past by the times seen."""
+    from dbos import DBOS, SetWorkflowID
+
+    from kernos.tasks import _dbos
+    from kernos.tasks._dbos import DBOSEngine, child_workflow, queue_name
+
+    use_dbos(project, run_executes="false")  # no sweep of its own: the test drives each one
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    engine = manager.engine
+    assert isinstance(engine, DBOSEngine)
+    await engine.ready()
+    model = "openai-chat:test"
+    kinds = {"t_gone0001": "dbos", "t_ended001": "dbos", "t_queued01": "dbos",
+             "t_local001": "local"}  # fmt: skip
+    try:
+        for task_id, kind in kinds.items():
+            manager.store.insert(
+                {
+                    "id": task_id, "parent_session": "s_gone", "target_kind": "agent",
+                    "target": "explore", "model": model, "status": "running",
+                    "residency": "resident", "created_at": time.time(), "engine": kind,
+                }
+            )  # fmt: skip
+        for task_id in ("t_ended001", "t_queued01"):
+            with SetWorkflowID(task_id):
+                await DBOS.enqueue_workflow_async(
+                    queue_name(model), child_workflow, task_id, "Survey.", 1
+                )
+        await DBOS.cancel_workflow_async("t_ended001")
+
+        def statuses() -> dict[str, str]:
+            return {i: r["status"] for i, r in manager.store.rows(list(kinds)).items()}
+
+        def seen_before(seconds: float) -> None:
+            engine._swept = {wf: since - seconds for wf, since in engine._swept.items()}
+
+        await engine._sweep()  # first sight: each grace starts now
+        assert set(engine._swept) == {"t_gone0001", "t_ended001"}
+        assert set(statuses().values()) == {"running"}
+        seen_before(_dbos.ORPHAN_GRACE_SECONDS + 1)
+        await engine._sweep()
+        assert statuses() == {"t_gone0001": "running", "t_ended001": "lost",
+                              "t_queued01": "running", "t_local001": "running"}  # fmt: skip
+        ended = manager.store.get("t_ended001")
+        assert ended is not None and "t_ended001 ended (CANCELLED)" in ended["error"]
+        seen_before(_dbos.ORPHAN_MISSING_SECONDS + 1)
+        await engine._sweep()
+        assert statuses() == {"t_gone0001": "lost", "t_ended001": "lost",
+                              "t_queued01": "running", "t_local001": "running"}  # fmt: skip
+        gone = manager.store.get("t_gone0001")
+        assert gone is not None and "t_gone0001 does not exist" in gone["error"]
+        await engine._sweep()  # ended once: one status event each
+        for task_id in ("t_gone0001", "t_ended001"):
+            events = manager.store.events(task_id)
+            assert sum(1 for e in events if e["payload"].get("to") == "lost") == 1
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()
