@@ -195,10 +195,14 @@ def finish(proc: subprocess.Popen[str], timeout: float = DEADLINE) -> tuple[str,
 
 @pytest.fixture
 def explained(
-    request: pytest.FixtureRequest, store: Store, procs: list[subprocess.Popen[str]]
+    request: pytest.FixtureRequest,
+    store: Store,
+    holding: HoldingServer,
+    procs: list[subprocess.Popen[str]],
 ) -> Iterator[None]:
     """When the test failed, print what each process said (stderr; one still running is
-    stopped first), the store's rows and the shared ``kernos.log``: a flake shows its cause."""
+    stopped first), the store's rows, what the parent model was told (a completion notice
+    names the child's end and why) and the shared ``kernos.log``: a flake shows its cause."""
     yield
     report = getattr(request.node, "report_call", None)
     if report is None or not report.failed:
@@ -213,6 +217,7 @@ def explained(
         print(f"---- {' '.join(proc.args[1:])} (pid {proc.pid}, exit {proc.returncode})")
         print(said)
     print(f"---- rows: {store.rows()}")
+    print(f"---- the parent model was told: {user_texts(holding, 'MAIN-AGENT')}")
     log = store.project / ".kernos" / "kernos.log"
     if log.exists():
         print(f"---- {log} (last 200 lines)")
