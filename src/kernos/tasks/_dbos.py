@@ -39,9 +39,15 @@
 - Crashes: executors beat in the store; the one holding the reaper lease settles the children of
   an executor silent for three beats, ``lost`` or (``on_crash = "resume"``) resumed: each
   workflow the dead executor left pending goes back on its own model's queue
-  (:func:`resume_left`), where any executor of that queue takes it, under the model's limit.
+  (:func:`resume_left`), where any executor of that queue takes it, under the model's limit;
+  one whose row is no longer active (cancelled meanwhile) has its workflow cancelled instead.
   Each resume is a ``resumed`` event; a run resumed :data:`MAX_RESUMES` times whose executor
   dies again ends ``lost`` (DBOS's own count of attempts starts again at each resume).
+- Leaving: a run that exits without waiting (``--no-wait``) leaves its children queued or
+  running elsewhere to the other executors; one running in it ends ``lost``. A child DBOS
+  hands to a process as it leaves (such a run, or a worker stopping) is not run there: it is
+  taken and its workflow left pending (:meth:`DBOSEngine._leave_unrun`), for the crash rule
+  above once the process has retired.
 - Only DBOS's public API is used (checked against dbos 3.4; a test fails on a private name), so
   an upgrade of DBOS cannot silently change the engine underneath.
 
