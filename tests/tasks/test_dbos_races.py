@@ -99,6 +99,46 @@ async def test_a_child_dequeued_as_a_no_wait_run_exits_is_left_unrun_to_the_cras
         runtime.close()
 
 
+async def test_a_child_cancelled_as_it_is_handed_over_ends_its_workflow_too(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """The parent cancels a child (``task_cancel``) in the loop turn DBOS handed it over, before
+    its run started: the child ends ``cancelled`` and so does the hand-over, instead of the
+    workflow waiting for a run that never comes."""
+    from kernos.tasks._dbos import DBOSEngine
+
+    use_dbos(project)
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime, engine=lambda s: DBOSEngine(s, listen=[]))  # as above
+    engine = manager.engine
+    assert isinstance(engine, DBOSEngine)
+    await engine.ready()
+    session = runtime.session("main", record_turns=False)
+    session.add_tools(manager.tools_for(session))
+    call = {"prompt": "Survey.", "subagent_type": "explore"}
+    (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+
+    async def cancel() -> None:
+        assert manager.cancel(record, "not needed")
+
+    try:
+        await enqueued(record.id)
+        handed = asyncio.ensure_future(engine._admit(record.id, record.id, []))
+        cancelling = asyncio.ensure_future(cancel())  # after the hand-over's step, before the run's
+        done, _ = await asyncio.wait({handed, cancelling}, timeout=DEADLINE)
+        cancelling.result()
+        assert handed in done, "the hand-over never returned (its workflow would hang)"
+        assert handed.result() == "cancelled"
+        assert await manager.wait([record], timeout=DEADLINE)
+        assert record.status == "cancelled"
+        row = manager.store.get(record.id)
+        assert row is not None and row["status"] == "cancelled"
+        assert not [r for r in server.requests if agent_is("EXPLORE-AGENT")(r)]  # never run
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
 # -- a cancel between the reaper's read and its resume ------------------------------------------
 async def test_a_child_cancelled_after_the_reaper_read_it_is_not_resumed(
     project: Path, server: FakeOpenAIServer
