@@ -266,3 +266,46 @@ async def test_the_reaper_s_sweep_ends_lost_the_dbos_children_no_workflow_will_r
     finally:
         await manager.aclose(wait=True)
         runtime.close()
+
+
+# -- a run executes other processes' children from its start -----------------------------------
+async def test_a_run_that_spawned_nothing_yet_runs_another_process_s_queued_child(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """``kernos run`` executes children of other processes too (``run_executes``), and its DBOS
+    listens to the queues from its launch, before the run spawned anything: a child DBOS
+    hands it then is run, not ended ``unowned`` (a success of nothing, the child left active
+    for the orphan guard to end ``lost``)."""
+    from dbos import DBOS, SetWorkflowID
+
+    from kernos.tasks._dbos import DBOSEngine, child_workflow, queue_name
+
+    use_dbos(project)
+    server.script(text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True))
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)  # as a run builds it: no spawn, no ready() yet
+    engine = manager.engine
+    assert isinstance(engine, DBOSEngine)
+    model = "openai-chat:test"
+    try:
+        await asyncio.to_thread(engine._boot.join)  # DBOS launched: its queues are polled
+        manager.store.insert(
+            {
+                "id": "t_other001", "parent_session": "s_elsewhere", "target_kind": "agent",
+                "target": "explore", "model": model, "status": "pending",
+                "residency": "resident", "created_at": time.time(), "engine": "dbos",
+                "prompt": "Survey.",
+            }
+        )  # fmt: skip
+        manager.store.flush()
+        with SetWorkflowID("t_other001"):  # what the other process queued
+            handle = await DBOS.enqueue_workflow_async(
+                queue_name(model), child_workflow, "t_other001", "Survey.", 1
+            )
+        assert await asyncio.wait_for(handle.get_result(), DEADLINE) == "completed"
+        row = manager.store.get("t_other001")
+        assert row is not None and row["status"] == "completed", row
+        assert row["executor"] == engine.executor
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()

@@ -292,18 +292,31 @@ async def resume_left(dead: str, store: TaskStore) -> int:
 
 #: the engines of this process, which the workflow body hands each run to
 _ENGINES: list[DBOSEngine] = []
+#: engines of this process whose DBOS launched (or is launching) but that are not in
+#: :data:`_ENGINES` yet: a workflow DBOS dequeues meanwhile waits for them
+_BOOTING: list[DBOSEngine] = []
+#: how long a dequeued workflow waits for an engine of this process to register
+REGISTER_WAIT_SECONDS = 30.0
 
 
 @DBOS.workflow(name="kernos_child")
 async def child_workflow(task_id: str, text: str, epoch: int) -> str:
     """One run of a child task; returns the status it ended in."""
     items: ContextItems = list(contextvars.copy_context().items())
-    for engine in list(_ENGINES):
-        if engine.owns(task_id, epoch):
-            return await engine.hand_over(task_id, epoch, items)
-    for engine in list(_ENGINES):
-        if engine.remote is not None:
-            return await engine.hand_over_remote(task_id, text, epoch, items)
+    deadline = time.monotonic() + REGISTER_WAIT_SECONDS
+    while True:
+        for engine in list(_ENGINES):
+            if engine.owns(task_id, epoch):
+                return await engine.hand_over(task_id, epoch, items)
+        remote = [e for e in _ENGINES if e.remote is not None]
+        remote.sort(key=lambda e: e.leaving)  # one still executing first
+        if remote:
+            return await remote[0].hand_over_remote(task_id, text, epoch, items)
+        if not _BOOTING or time.monotonic() > deadline:
+            break
+        # DBOS launched and dequeued it before this process's engine registered (it does so
+        # on the loop, just after the launch): ended "unowned", its child would be lost
+        await asyncio.sleep(0.02)
     log.warning("task %s: no engine of this process can run it; left to another", task_id)
     return "unowned"
 
@@ -462,6 +475,7 @@ class DBOSEngine:
         self._boot_error: BaseException | None = None
         # DBOS launches in the background from the start, so the first child does not wait
         self._boot = threading.Thread(target=self._acquire, name="kernos-dbos-launch", daemon=True)
+        _BOOTING.append(self)
         self._boot.start()
         self._admissions: dict[str, asyncio.Future[Admission]] = {}
         self._order: list[TaskRecord] = []  # pending beyond the limit, in spawn order
@@ -482,6 +496,12 @@ class DBOSEngine:
         #: the reaper's :attr:`_orphans`: every active child's workflow seen gone or ended
         self._swept: dict[str, float] = {}
         self.orphan_checks = 0  # how many times it asked (tests wait on it)
+        #: registers this engine once DBOS launched (:meth:`ready`), made in a running loop:
+        #: DBOS polls the queues from its launch, and a process that executes other
+        #: processes' children (``run_executes``) runs them before it spawns any of its own
+        self._serving: asyncio.Task[None] | None = None
+        with contextlib.suppress(RuntimeError):  # no loop yet: the first spawn registers it
+            self._serving = asyncio.get_running_loop().create_task(self._serve())
 
     # -- the port ---------------------------------------------------------------------------
     def start(self, record: TaskRecord, text: str) -> None:
@@ -505,9 +525,22 @@ class DBOSEngine:
         waiting = [r for r in self._order if r.model_name == record.model_name]
         return waiting.index(record) + 1 if record in waiting else None
 
+    async def _serve(self) -> None:
+        try:
+            await self.ready()
+        except Exception as exc:  # said again by the first spawn's ready()
+            log.warning("tasks: the DBOS engine could not start: %s", exc)
+
     async def aclose(self) -> None:
+        if self._serving is not None:
+            await asyncio.gather(self._serving, return_exceptions=True)
+        # every run ended: a child DBOS hands over from now on is left unrun, for the crash
+        # rule, not run and cut short by the release
+        self.stopping = True
         if not self._launched:
             await asyncio.to_thread(self._boot.join)
+            if self in _BOOTING:
+                _BOOTING.remove(self)
             if self._boot_error is None:
                 await asyncio.to_thread(_Launch.release)
                 _fresh_default_executor()
@@ -527,10 +560,10 @@ class DBOSEngine:
             self.scheduler.store.retire(self.executor)
         except Exception as exc:
             log.warning("tasks: could not retire executor %s: %s", self.executor, exc)
-        if self in _ENGINES:
-            _ENGINES.remove(self)
         self._launched = False
         await asyncio.to_thread(_Launch.release)
+        if self in _ENGINES:  # after the release: until then DBOS may hand it a child
+            _ENGINES.remove(self)
         _fresh_default_executor()
 
     def child_model(self, model: Model) -> Model:
@@ -580,6 +613,8 @@ class DBOSEngine:
                     raise self._boot_error
                 self._launched = True
                 _ENGINES.append(self)
+                if self in _BOOTING:
+                    _BOOTING.remove(self)
                 self._beats = self.loop.create_task(self._beat_and_reap())
                 self._watcher = self.loop.create_task(self._watch())
             if model_name is not None:
