@@ -9,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
@@ -39,6 +40,26 @@ async def enqueued(workflow: str) -> None:
 
 
 # -- a run that exits as DBOS hands it a child ------------------------------------------------
+async def queued_here(project: Path) -> tuple[Runtime, TaskManager, Any, Any]:
+    """A background child spawned and queued by a manager whose process dequeues nothing
+    itself (``listen=[]``): the test hands the workflow over, at a set moment, as DBOS would.
+    Returns the runtime, the manager, its engine and the child's record."""
+    from kernos.tasks._dbos import DBOSEngine
+
+    use_dbos(project)
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime, engine=lambda s: DBOSEngine(s, listen=[]))
+    engine = manager.engine
+    assert isinstance(engine, DBOSEngine)
+    await engine.ready()
+    session = runtime.session("main", record_turns=False)
+    session.add_tools(manager.tools_for(session))
+    call = {"prompt": "Survey.", "subagent_type": "explore"}
+    (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+    await enqueued(record.id)
+    return runtime, manager, engine, record
+
+
 #: when DBOS hands the queued child to the exiting run, as ``child_workflow`` does once dequeued:
 #: ``admitted``: to its waiting run (``_admit``, which ``hand_over`` runs on this loop) just
 #: before the run stops waiting; ``own``: to that run just after it stopped (``hand_over``);
@@ -56,22 +77,9 @@ async def test_a_child_dequeued_as_a_no_wait_run_exits_is_left_unrun_to_the_cras
     of nothing, or a run cut short by the exit): it is taken by this executor and its workflow
     left pending, so once this executor retired the reaper of another resumes it or ends it
     ``lost`` (``[tasks] on_crash``), as any child of an executor that is gone."""
-    from kernos.tasks._dbos import DBOSEngine
-
-    use_dbos(project)
     server.script(text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True))
-    runtime = Runtime(load_config(cwd=project))
-    # this process dequeues nothing itself: the test hands the workflow over, at a set moment
-    manager = TaskManager(runtime, engine=lambda s: DBOSEngine(s, listen=[]))
-    engine = manager.engine
-    assert isinstance(engine, DBOSEngine)
-    await engine.ready()
-    session = runtime.session("main", record_turns=False)
-    session.add_tools(manager.tools_for(session))
-    call = {"prompt": "Survey.", "subagent_type": "explore"}
-    (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+    runtime, manager, engine, record = await queued_here(project)
     try:
-        await enqueued(record.id)
         hand: Callable[[], Awaitable[str]] = {
             "admitted": lambda: engine._admit(record.id, record.id, []),
             "own": lambda: engine.hand_over(record.id, 1, []),
@@ -105,24 +113,12 @@ async def test_a_child_cancelled_as_it_is_handed_over_ends_its_workflow_too(
     """The parent cancels a child (``task_cancel``) in the loop turn DBOS handed it over, before
     its run started: the child ends ``cancelled`` and so does the hand-over, instead of the
     workflow waiting for a run that never comes."""
-    from kernos.tasks._dbos import DBOSEngine
-
-    use_dbos(project)
-    runtime = Runtime(load_config(cwd=project))
-    manager = TaskManager(runtime, engine=lambda s: DBOSEngine(s, listen=[]))  # as above
-    engine = manager.engine
-    assert isinstance(engine, DBOSEngine)
-    await engine.ready()
-    session = runtime.session("main", record_turns=False)
-    session.add_tools(manager.tools_for(session))
-    call = {"prompt": "Survey.", "subagent_type": "explore"}
-    (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+    runtime, manager, engine, record = await queued_here(project)
 
     async def cancel() -> None:
         assert manager.cancel(record, "not needed")
 
     try:
-        await enqueued(record.id)
         handed = asyncio.ensure_future(engine._admit(record.id, record.id, []))
         cancelling = asyncio.ensure_future(cancel())  # after the hand-over's step, before the run's
         done, _ = await asyncio.wait({handed, cancelling}, timeout=DEADLINE)
