@@ -47,7 +47,10 @@
   running elsewhere to the other executors; one running in it ends ``lost``. A child DBOS
   hands to a process as it leaves (such a run, or a worker stopping) is not run there: it is
   taken and its workflow left pending (:meth:`DBOSEngine._leave_unrun`), for the crash rule
-  above once the process has retired.
+  above once the process has retired. An engine made in a running loop registers as soon as
+  DBOS launched (DBOS polls the queues from then on, before the process spawned anything), and
+  a workflow dequeued in between waits for it; a closing engine stays registered until DBOS is
+  released, and leaves what it is handed.
 - Only DBOS's public API is used (checked against dbos 3.4; a test fails on a private name), so
   an upgrade of DBOS cannot silently change the engine underneath.
 
