@@ -7,6 +7,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,12 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Each phase's report on its test (``item.report_call``...), for fixtures that explain a
+    failure at teardown (test_dbos_cancel.py's ``explained``)."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report

@@ -8,6 +8,7 @@ was aborted" is something the server saw, not something kernos says.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -181,12 +182,54 @@ def start(
     return proc
 
 
+#: the stderr of each process a test already read to its end, by pid (see :func:`explained`)
+_STDERR: dict[int, str] = {}
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = DEADLINE) -> tuple[str, str]:
+    """``proc.communicate``, keeping its stderr for :func:`explained`."""
+    out, errors = proc.communicate(timeout=timeout)
+    _STDERR[proc.pid] = errors
+    return out, errors
+
+
+@pytest.fixture
+def explained(
+    request: pytest.FixtureRequest,
+    store: Store,
+    holding: HoldingServer,
+    procs: list[subprocess.Popen[str]],
+) -> Iterator[None]:
+    """When the test failed, print what each process said (stderr; one still running is
+    stopped first), the store's rows, what the parent model was told (a completion notice
+    names the child's end and why) and the shared ``kernos.log``: a flake shows its cause."""
+    yield
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return
+    print("\n==== what the processes said ====")
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+                finish(proc, timeout=30)
+        said = _STDERR.get(proc.pid, "(not read)")
+        print(f"---- {' '.join(proc.args[1:])} (pid {proc.pid}, exit {proc.returncode})")
+        print(said)
+    print(f"---- rows: {store.rows()}")
+    print(f"---- the parent model was told: {user_texts(holding, 'MAIN-AGENT')}")
+    log = store.project / ".kernos" / "kernos.log"
+    if log.exists():
+        print(f"---- {log} (last 200 lines)")
+        print("\n".join(log.read_text(encoding="utf-8").splitlines()[-200:]))
+
+
 def wait_for(event: threading.Event, what: str, procs: list[subprocess.Popen[str]]) -> None:
     deadline = time.monotonic() + DEADLINE
     while not event.wait(0.1):
         for proc in procs:
             if proc.poll() is not None:
-                _, errors = proc.communicate()
+                _, errors = finish(proc)
                 raise AssertionError(f"{proc.args[1]} exited {proc.returncode}: {errors}")
         assert time.monotonic() < deadline, f"{what} within {DEADLINE}s"
 
@@ -212,13 +255,17 @@ def stop(worker: subprocess.Popen[str], signum: int) -> tuple[int, str]:
         if " executing " in line:
             break
     worker.send_signal(signum)
-    _, errors = worker.communicate(timeout=DEADLINE)
+    _, errors = finish(worker)
     return worker.returncode, errors
 
 
 # -- cancel from a third process ---------------------------------------------------------------
 def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_request(
-    project: Path, store: Store, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    store: Store,
+    holding: HoldingServer,
+    procs: list[subprocess.Popen[str]],
+    explained: None,
 ) -> None:
     tasks_config(project, run_executes="false", heartbeat="0.5")
     holding.script(
@@ -251,7 +298,7 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
           f"the model request aborted {aborted:.2f}s after the command started")  # fmt: skip
     assert holding.aborted, "the worker never closed the held model request"
 
-    out, errors = run.communicate(timeout=DEADLINE)
+    out, errors = finish(run)
     assert run.returncode == 0, errors
     assert out == "Started; waiting.\n"
     # a cancelled child does not report back (spec/tasks.md §4)
@@ -298,6 +345,50 @@ def test_cancel_of_a_queued_child_whose_run_has_exited_is_final(
     assert not holding.held.is_set()  # the child never reached the model
     (final,) = store.rows()
     assert final["status"] == "cancelled" and final["executor"] is None
+
+
+def test_a_left_child_whose_workflow_was_cancelled_elsewhere_ends_lost_by_a_worker_s_reaper(
+    project: Path, store: Store, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+) -> None:
+    """No process follows a ``--no-wait`` run's queued child once the run exited: when its
+    workflow is cancelled through DBOS (not ``kernos tasks cancel``: the row says nothing), a
+    worker's reaper ends it ``lost``, saying why, once; it is not left active forever."""
+    from dbos import DBOSClient
+
+    tasks_config(project, run_executes="false", heartbeat="0.5")
+    holding.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+    )
+    # it serves another model's queue only: the child stays queued, but the worker reaps
+    worker = start(store, holding, procs, "worker", "--models", "openai-chat:other")
+    assert worker.stderr is not None
+    for line in worker.stderr:  # ready: beating, and holding the reaper lease
+        if " executing " in line:
+            break
+    run = start(store, holding, procs, "run", "survey it", "-q", "--no-wait")
+    _, errors = run.communicate(timeout=DEADLINE)
+    assert run.returncode == 0, errors
+    (queued,) = store.rows()
+    assert queued["status"] in ("pending", "running") and queued["executor"] is None
+    assert store.workflow(queued["id"]) == "ENQUEUED"
+    url = store.url or f"sqlite:///{project / '.kernos' / 'dbos.sqlite'}"
+    client = DBOSClient(system_database_url=url)
+    try:
+        client.cancel_workflow(queued["id"])
+    finally:
+        client.destroy()
+    lost = store.wait("lost")
+    assert lost["id"] == queued["id"]
+    assert f"its DBOS workflow {queued['id']} ended (CANCELLED)" in lost["error"]
+    assert "start it again with the task tool" in lost["error"]
+    lines = [line for line in transcript(store, holding, queued["id"]) if "→ lost" in line]
+    assert len(lines) == 1, lines
+    assert not holding.held.is_set()  # never run
+    worker.send_signal(signal.SIGTERM)  # ready already (its start line was read above)
+    _, errors = worker.communicate(timeout=DEADLINE)
+    assert worker.returncode == 0, errors
+    assert "Traceback" not in errors
 
 
 # -- a worker stopped by a signal ----------------------------------------------------------------

@@ -38,16 +38,28 @@
 - A follower (the process that spawned a child, waiting for it to be taken or to end) checks
   the workflows of the children it waits on (:meth:`DBOSEngine._reconcile`): a child active in
   the store whose workflow does not exist or has ended, for a grace, is ended ``lost`` with a
-  reason saying so, and its notice is delivered once as for any end.
+  reason saying so, and its notice is delivered once as for any end. The executor holding the
+  reaper lease checks every active child the same way once per beat
+  (:meth:`DBOSEngine._sweep`), so a child nobody follows (a ``--no-wait`` run's, or one whose
+  spawner died) is not left active with no workflow to run it.
 - The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
   never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
   deleted when the engine closes.
 - Crashes: executors beat in the store; the one holding the reaper lease settles the children of
   an executor silent for three beats, ``lost`` or (``on_crash = "resume"``) resumed: each
   workflow the dead executor left pending goes back on its own model's queue
-  (:func:`resume_left`), where any executor of that queue takes it, under the model's limit.
+  (:func:`resume_left`), where any executor of that queue takes it, under the model's limit;
+  one whose row is no longer active (cancelled meanwhile) has its workflow cancelled instead.
   Each resume is a ``resumed`` event; a run resumed :data:`MAX_RESUMES` times whose executor
   dies again ends ``lost`` (DBOS's own count of attempts starts again at each resume).
+- Leaving: a run that exits without waiting (``--no-wait``) leaves its children queued or
+  running elsewhere to the other executors; one running in it ends ``lost``. A child DBOS
+  hands to a process as it leaves (such a run, or a worker stopping) is not run there: it is
+  taken and its workflow left pending (:meth:`DBOSEngine._leave_unrun`), for the crash rule
+  above once the process has retired. An engine made in a running loop registers as soon as
+  DBOS launched (DBOS polls the queues from then on, before the process spawned anything), and
+  a workflow dequeued in between waits for it; a closing engine stays registered until DBOS is
+  released, and leaves what it is handed.
 - Only DBOS's public API is used (checked against dbos 3.4; a test fails on a private name), so
   an upgrade of DBOS cannot silently change the engine underneath.
 
@@ -101,6 +113,7 @@ from kernos.tasks._store import executor_id
 if TYPE_CHECKING:
     from kernos.boundary import ToolSpec
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.tasks._store import TaskStore
 
 log = logging.getLogger("kernos.tasks")
 
@@ -132,6 +145,12 @@ ORPHAN_CHECK_SECONDS = 1.0
 #: has ended before the follower ends it ``lost`` (an executor commits a run's end to the store
 #: before its workflow records its own, so this covers a slow store, not the normal order)
 ORPHAN_GRACE_SECONDS = 3.0
+#: the reaper's grace for an active child whose workflow does not exist: its spawner, alive,
+#: may not have queued it yet (it commits each row first, then queues a batch one by one, and
+#: only once DBOS launched); a follower checks only workflows it queued, so it needs none
+ORPHAN_MISSING_SECONDS = 30.0
+#: workflow ids per DBOS query of the orphan guard
+_WORKFLOWS_AT_ONCE = 500
 #: the DBOS statuses of a workflow that ended: no executor will run it again
 _WORKFLOW_ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
@@ -247,39 +266,69 @@ def _register_with_client(url: str, queues: dict[str, int | None]) -> None:
         client.destroy()
 
 
-async def resume_left(dead: str) -> int:
+async def resume_left(dead: str, store: TaskStore) -> int:
     """Put each workflow a dead executor left running back on its own queue, to run from its
     last completed step on whichever executor takes it; how many.
 
     Each goes back on its model's queue (not DBOS's internal one, which every process polls:
     a ``kernos run`` that executes nothing would take it and end it unrun), so only that
-    queue's listeners run it and the model's global limit counts it."""
+    queue's listeners run it and the model's global limit counts it.
+
+    Only the workflows whose runs are still active in the store, read after the listing: a
+    child cancelled (``kernos tasks cancel``) or ended since the reaper read its row has its
+    workflow cancelled instead; resumed, no executor would take it, and its record would say
+    a success of a run that did nothing."""
     left = await DBOS.list_workflows_async(
         status="PENDING", executor_id=dead, app_version=APP_VERSION,
         load_input=False, load_output=False,
     )  # fmt: skip
+    task_ids = [status.workflow_id.partition(".")[0] for status in left]
+    rows = await asyncio.to_thread(store.rows, task_ids)
+    active = {str(s) for s in ACTIVE}
     by_queue: dict[str | None, list[str]] = {}
-    for status in left:
+    over: list[str] = []
+    for status, task_id in zip(left, task_ids, strict=True):
+        row = rows.get(task_id)
+        run = workflow_id(task_id, int(row["run_epoch"] or 1)) if row is not None else None
+        if row is None or row["status"] not in active or run != status.workflow_id:
+            over.append(status.workflow_id)
+            continue
         by_queue.setdefault(status.queue_name, []).append(status.workflow_id)
+    if over:
+        log.info("tasks: not resuming %d workflow(s) whose runs ended: %s", len(over), over)
+        await DBOS.cancel_workflows_async(over)
     for queue, wf_ids in by_queue.items():
         await DBOS.resume_workflows_async(wf_ids, queue_name=queue)
-    return len(left)
+    return len(left) - len(over)
 
 
 #: the engines of this process, which the workflow body hands each run to
 _ENGINES: list[DBOSEngine] = []
+#: engines of this process whose DBOS launched (or is launching) but that are not in
+#: :data:`_ENGINES` yet: a workflow DBOS dequeues meanwhile waits for them
+_BOOTING: list[DBOSEngine] = []
+#: how long a dequeued workflow waits for an engine of this process to register
+REGISTER_WAIT_SECONDS = 30.0
 
 
 @DBOS.workflow(name="kernos_child")
 async def child_workflow(task_id: str, text: str, epoch: int) -> str:
     """One run of a child task; returns the status it ended in."""
     items: ContextItems = list(contextvars.copy_context().items())
-    for engine in list(_ENGINES):
-        if engine.owns(task_id, epoch):
-            return await engine.hand_over(task_id, epoch, items)
-    for engine in list(_ENGINES):
-        if engine.remote is not None:
-            return await engine.hand_over_remote(task_id, text, epoch, items)
+    deadline = time.monotonic() + REGISTER_WAIT_SECONDS
+    while True:
+        for engine in list(_ENGINES):
+            if engine.owns(task_id, epoch):
+                return await engine.hand_over(task_id, epoch, items)
+        remote = [e for e in _ENGINES if e.remote is not None]
+        remote.sort(key=lambda e: e.leaving)  # one still executing first
+        if remote:
+            return await remote[0].hand_over_remote(task_id, text, epoch, items)
+        if not _BOOTING or time.monotonic() > deadline:
+            break
+        # DBOS launched and dequeued it before this process's engine registered (it does so
+        # on the loop, just after the launch): ended "unowned", its child would be lost
+        await asyncio.sleep(0.02)
     log.warning("task %s: no engine of this process can run it; left to another", task_id)
     return "unowned"
 
@@ -438,6 +487,7 @@ class DBOSEngine:
         self._boot_error: BaseException | None = None
         # DBOS launches in the background from the start, so the first child does not wait
         self._boot = threading.Thread(target=self._acquire, name="kernos-dbos-launch", daemon=True)
+        _BOOTING.append(self)
         self._boot.start()
         self._admissions: dict[str, asyncio.Future[Admission]] = {}
         self._order: list[TaskRecord] = []  # pending beyond the limit, in spawn order
@@ -455,7 +505,15 @@ class DBOSEngine:
         #: workflows of waited-on children seen gone or ended, by workflow id: since when
         self._orphans: dict[str, float] = {}
         self._orphan_check = 0.0  # when the follower last asked DBOS (monotonic)
+        #: the reaper's :attr:`_orphans`: every active child's workflow seen gone or ended
+        self._swept: dict[str, float] = {}
         self.orphan_checks = 0  # how many times it asked (tests wait on it)
+        #: registers this engine once DBOS launched (:meth:`ready`), made in a running loop:
+        #: DBOS polls the queues from its launch, and a process that executes other
+        #: processes' children (``run_executes``) runs them before it spawns any of its own
+        self._serving: asyncio.Task[None] | None = None
+        with contextlib.suppress(RuntimeError):  # no loop yet: the first spawn registers it
+            self._serving = asyncio.get_running_loop().create_task(self._serve())
 
     # -- the port ---------------------------------------------------------------------------
     def start(self, record: TaskRecord, text: str) -> None:
@@ -479,9 +537,22 @@ class DBOSEngine:
         waiting = [r for r in self._order if r.model_name == record.model_name]
         return waiting.index(record) + 1 if record in waiting else None
 
+    async def _serve(self) -> None:
+        try:
+            await self.ready()
+        except Exception as exc:  # said again by the first spawn's ready()
+            log.warning("tasks: the DBOS engine could not start: %s", exc)
+
     async def aclose(self) -> None:
+        if self._serving is not None:
+            await asyncio.gather(self._serving, return_exceptions=True)
+        # every run ended: a child DBOS hands over from now on is left unrun, for the crash
+        # rule, not run and cut short by the release
+        self.stopping = True
         if not self._launched:
             await asyncio.to_thread(self._boot.join)
+            if self in _BOOTING:
+                _BOOTING.remove(self)
             if self._boot_error is None:
                 await asyncio.to_thread(_Launch.release)
                 _fresh_default_executor()
@@ -501,10 +572,10 @@ class DBOSEngine:
             self.scheduler.store.retire(self.executor)
         except Exception as exc:
             log.warning("tasks: could not retire executor %s: %s", self.executor, exc)
-        if self in _ENGINES:
-            _ENGINES.remove(self)
         self._launched = False
         await asyncio.to_thread(_Launch.release)
+        if self in _ENGINES:  # after the release: until then DBOS may hand it a child
+            _ENGINES.remove(self)
         _fresh_default_executor()
 
     def child_model(self, model: Model) -> Model:
@@ -554,6 +625,8 @@ class DBOSEngine:
                     raise self._boot_error
                 self._launched = True
                 _ENGINES.append(self)
+                if self in _BOOTING:
+                    _BOOTING.remove(self)
                 self._beats = self.loop.create_task(self._beat_and_reap())
                 self._watcher = self.loop.create_task(self._watch())
             if model_name is not None:
@@ -607,9 +680,16 @@ class DBOSEngine:
                     )
                     self.scheduler._move(record, TaskStatus.ERROR)
                     return
+                # handed over here just now (its workflow waits in _admit), its run not started
+                here = admitted.result() if admitted.done() and not admitted.cancelled() else None
+                if here is not None:
+                    self._live.discard(record)
                 if record.end_as == TaskStatus.LOST:
                     # the run ends without waiting (--no-wait): a child still queued, or running
-                    # in another process, is left to the executors; it is not lost
+                    # in another process, is left to the executors; it is not lost; nor is one
+                    # handed over here whose run did not start (see _admit)
+                    if here is not None:
+                        here[1].cancel()
                     log.info("task %s left to the other executors", record.id)
                     record.end_as = None
                     return
@@ -618,6 +698,8 @@ class DBOSEngine:
                 # else another executor runs it: the cancelled row is what stops it there (its
                 # cancel poll), and it records the workflow's end itself
                 self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
+                if here is not None:
+                    here[1].set_result(str(record.status))  # its workflow ends too
                 return
             except Exception as exc:  # the system database refused the workflow
                 record.error = f"the task engine could not queue the child: {exc}"
@@ -695,36 +777,56 @@ class DBOSEngine:
 
     async def _reconcile(self, waited: dict[str, tuple[str, dict[str, Any]]]) -> None:
         """End ``lost`` each waited-on child (task id → its workflow and row, active) whose
-        workflow does not exist or has ended for :data:`ORPHAN_GRACE_SECONDS`: no executor will
-        ever run or finish it. A queued workflow (``ENQUEUED``: a busy worker, or no worker for
-        its model yet) and a running one (``PENDING``: the reaper judges its executor) are left
-        alone. The end is written only over the active row of that run, so whoever ends a run
-        first wins; the follower then mirrors it and claims its one notice as for any end."""
+        workflow does not exist or has ended for :data:`ORPHAN_GRACE_SECONDS` (see
+        :meth:`_settle_orphans`); the follower then mirrors the end and claims its one notice
+        as for any end."""
         self._orphan_check = time.monotonic()
         if not waited or not self._launched:
             self._orphans.clear()
             return
-        ids = sorted({wf for wf, _ in waited.values()})
-        read = functools.partial(
-            DBOS.list_workflows, workflow_ids=ids, load_input=False, load_output=False
-        )
-        try:
-            # on an executor thread, outside any workflow's context (a watcher started inside
-            # a child's run would otherwise record the read as a step of that child's workflow)
-            found = await asyncio.get_running_loop().run_in_executor(None, read)
-        except Exception as exc:  # the next check asks again
-            log.warning("tasks: could not read the workflows of waited-on children: %s", exc)
-            return
+        self._orphans = await self._settle_orphans(waited, self._orphans, ORPHAN_GRACE_SECONDS)
         self.orphan_checks += 1
+
+    async def _settle_orphans(
+        self,
+        runs: dict[str, tuple[str, dict[str, Any]]],
+        seen: dict[str, float],
+        missing_grace: float,
+    ) -> dict[str, float]:
+        """End ``lost`` each of ``runs`` (task id → its workflow and row, active) whose
+        workflow has ended for :data:`ORPHAN_GRACE_SECONDS`, or does not exist for
+        ``missing_grace``: no executor will ever run or finish it. ``seen``: since when each
+        workflow was seen so (monotonic, by workflow id); returns it for the next check. A
+        queued workflow (``ENQUEUED``: a busy worker, or no worker for its model yet) and a
+        running one (``PENDING``: the reaper judges its executor) are left alone. The end is
+        written only over the active row of that run, so whoever ends a run first wins.
+
+        One read of DBOS per 500 workflows, whoever asks: the follower for the children it
+        waits on (:meth:`_reconcile`), the reaper for every active child (:meth:`_sweep`)."""
+        ids = sorted({wf for wf, _ in runs.values()})
+        found: list[Any] = []
+        try:
+            for at in range(0, len(ids), _WORKFLOWS_AT_ONCE):
+                read = functools.partial(
+                    DBOS.list_workflows, workflow_ids=ids[at : at + _WORKFLOWS_AT_ONCE],
+                    load_input=False, load_output=False,
+                )  # fmt: skip
+                # on an executor thread, outside any workflow's context (a watcher started in
+                # a child's run would otherwise record the read as a step of that workflow)
+                found += await asyncio.get_running_loop().run_in_executor(None, read)
+        except Exception as exc:  # the next check asks again
+            log.warning("tasks: could not read the workflows of active children: %s", exc)
+            return seen
         statuses = {found_wf.workflow_id: str(found_wf.status) for found_wf in found}
         now = time.monotonic()
         orphans: dict[str, float] = {}
-        for task_id, (wf, row) in waited.items():
+        store = self.scheduler.store
+        for task_id, (wf, row) in runs.items():
             status = statuses.get(wf)
             if status is not None and status not in _WORKFLOW_ENDED:
                 continue
-            since = orphans[wf] = self._orphans.get(wf, now)
-            if now - since < ORPHAN_GRACE_SECONDS:
+            since = orphans[wf] = seen.get(wf, now)
+            if now - since < (missing_grace if status is None else ORPHAN_GRACE_SECONDS):
                 continue
             if status is None:
                 what = f"its DBOS workflow {wf} does not exist (never queued, or deleted)"
@@ -735,12 +837,24 @@ class DBOSEngine:
                 "task tool (task_output shows what it did)"
             )
             log.warning("task %s: %s", task_id, reason)
-            store = self.scheduler.store
             await asyncio.to_thread(
                 store.lose, task_id, int(row["run_epoch"] or 1), row["status"], reason
             )
             del orphans[wf]
-        self._orphans = orphans
+        return orphans
+
+    async def _sweep(self) -> None:
+        """(The reaper) :meth:`_settle_orphans` for every active child in the store, followed
+        or not: a ``--no-wait`` run's background children, and those of a spawner that died,
+        have no follower. A workflow that does not exist gets :data:`ORPHAN_MISSING_SECONDS`:
+        a spawner commits each row before it queues the workflow, and queues a big batch one
+        by one."""
+        rows = await asyncio.to_thread(self.scheduler.store.active_runs)
+        runs = {r["id"]: (workflow_id(r["id"], int(r["run_epoch"] or 1)), r) for r in rows}
+        if not runs:
+            self._swept = {}
+            return
+        self._swept = await self._settle_orphans(runs, self._swept, ORPHAN_MISSING_SECONDS)
 
     def _mirror(
         self,
@@ -816,15 +930,8 @@ class DBOSEngine:
         """Run a child another process spawned (or one whose executor died), rebuilt from the
         store and this process's config; its end status."""
         store = self.scheduler.store
-        if self.stopping:
-            # dequeued as this worker stops: taken (running: admitted), then left unfinished
-            # (the workflow stays pending), so the reaper of another executor resumes it
-            taken = await self._take(task_id)
-            if taken is not None and taken["status"] == str(TaskStatus.PENDING):
-                store.update(task_id, if_active=True, status=str(TaskStatus.RUNNING))
-                store.event(task_id, "status", {"from": "pending", "to": "running"})
-                await asyncio.to_thread(store.flush)
-            raise asyncio.CancelledError
+        if self.leaving:
+            return await self._leave_unrun(task_id)
         row = await self._take(task_id)
         if row is None:  # cancelled, lost, done, or another executor's
             return "skipped"
@@ -859,6 +966,32 @@ class DBOSEngine:
         except Exception as exc:  # kept for the store's retry; the follower's grace covers it
             log.warning("task %s: its end is not committed yet: %s", task_id, exc)
         return str(record.status)
+
+    @property
+    def leaving(self) -> bool:
+        """This process runs no new child: a worker stops (:meth:`leave`), or a run ends
+        without waiting for its children (``--no-wait``)."""
+        return self.stopping or self.scheduler.abandoning
+
+    async def _leave_unrun(self, task_id: str) -> str:
+        """A child DBOS handed to this process as it leaves: taken (``running``: admitted),
+        then left unfinished (the body stops, its workflow stays pending), so the reaper of
+        another executor settles it once this one retired, by the crash rule (resumed from its
+        start, or ``lost``), as for any child of an executor that is gone. Not taken (it was
+        cancelled, or ended): its workflow ends (``skipped``).
+
+        On the loop, not a thread: the process is closing, and DBOS's release shuts down the
+        thread pool the loop uses; a few milliseconds of store writes are all it costs."""
+        store = self.scheduler.store
+        taken = store.take(self.executor, [task_id]).get(task_id)
+        if taken is None:
+            return "skipped"
+        log.info("task %s: dequeued as this process leaves; left to the crash rule", task_id)
+        if taken["status"] == str(TaskStatus.PENDING):
+            store.update(task_id, if_active=True, status=str(TaskStatus.RUNNING))
+            store.event(task_id, "status", {"from": "pending", "to": "running"})
+        store.flush()
+        raise asyncio.CancelledError
 
     async def _take(self, task_id: str) -> dict[str, Any] | None:
         """Claim ``task_id`` for this executor; its row as taken (``None``: not taken). The
@@ -907,7 +1040,8 @@ class DBOSEngine:
 
     async def _beat_and_reap(self) -> None:
         """Heartbeat this executor; holding the reaper lease, settle the children of executors
-        silent for three beats: resumed here (``on_crash = "resume"``) or ``lost``."""
+        silent for three beats: resumed here (``on_crash = "resume"``) or ``lost``; and end
+        ``lost`` the active children whose workflows are gone or ended (:meth:`_sweep`)."""
         store = self.scheduler.store
         while True:
             try:
@@ -917,6 +1051,9 @@ class DBOSEngine:
                 if reaps and await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
                     for dead in await asyncio.to_thread(store.dead_executors, silent):
                         await self._reap(dead)
+                    await self._sweep()
+                else:  # another holds the lease: its sweep counts the graces from now on
+                    self._swept = {}
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -944,9 +1081,9 @@ class DBOSEngine:
                 resume = {"epoch": epoch, "time": times + 1, "after": dead}
                 store.event(row["id"], "resumed", resume)
                 # no one's: any executor of its queue may take it, and a second reaper pass
-                store.update(row["id"], executor=None)  # does not resume it again
+                store.update(row["id"], if_active=True, executor=None)  # does not resume it
             store.flush()
-            await resume_left(dead)
+            await resume_left(dead, store)
             return
         for row in rows:
             reason = f"its executor {dead} stopped answering before the task finished"
@@ -975,18 +1112,29 @@ class DBOSEngine:
         """(DBOS's loop) Run this process's own child on the scheduler's loop; its end status."""
         assert self.loop is not None
         handed: concurrent.futures.Future[str] = asyncio.run_coroutine_threadsafe(
-            self._admit(workflow_id(task_id, epoch), items), self.loop
+            self._admit(workflow_id(task_id, epoch), task_id, items), self.loop
         )
         return await asyncio.wrap_future(handed)
 
-    async def _admit(self, wf_id: str, items: ContextItems) -> str:
+    async def _admit(self, wf_id: str, task_id: str, items: ContextItems) -> str:
+        """(The scheduler's loop) Hand the dequeued run to its waiting :meth:`_run`; the
+        status it ended in. Dequeued as this process leaves (before or after its run stopped
+        waiting), it is left unrun (:meth:`_leave_unrun`), not ended ``cancelled``: a run
+        that exits leaves its queued children to the other executors."""
+        if self.leaving:
+            return await self._leave_unrun(task_id)
         admitted = self._admissions.get(wf_id)
         if admitted is None or admitted.done():
             return "cancelled"  # the run was cancelled while it waited in the queue
         assert self.loop is not None
         done: asyncio.Future[str] = self.loop.create_future()
         admitted.set_result((items, done))
-        return await asyncio.shield(done)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if done.cancelled():  # admitted as the process left, before its run started
+                return await self._leave_unrun(task_id)
+            raise
 
     async def hand_over_remote(self, task_id: str, text: str, epoch: int, items: Any) -> str:
         """(DBOS's loop) Run another process's child here (see ``remote``)."""

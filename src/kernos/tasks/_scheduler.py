@@ -119,6 +119,9 @@ class TaskScheduler:
         self._flush_scheduled = False
         self._changed = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
+        #: :meth:`aclose` without waiting began: the active children are abandoned, and the
+        #: engine starts no new one here (the DBOS engine leaves them to other executors)
+        self.abandoning = False
         resume = crash_mode(self.config, runtime.config.store_url) == "resume"
         self.lost_on_start = self.store.reconcile(resume=resume) if reconcile else []
 
@@ -517,6 +520,7 @@ class TaskScheduler:
         if wait:
             await self.wait_all()
         else:
+            self.abandoning = True
             for record in self.records.values():
                 if record.status in ACTIVE:
                     record.end_as = TaskStatus.LOST

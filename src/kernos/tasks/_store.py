@@ -641,6 +641,16 @@ class TaskStore:
         )
         return [row["executor"] for row in rows]
 
+    def active_runs(self) -> list[dict[str, Any]]:
+        """Every pending or running task of the DBOS engine (``id``, ``status``, ``run_epoch``):
+        what the reaper checks against the workflows DBOS holds. Local-engine tasks (a run
+        on the local engine may share this store) are not: no workflow ever runs them."""
+        self.flush()
+        rows = self.store.query(
+            "SELECT id, status, run_epoch FROM tasks WHERE engine = 'dbos'" + _STILL_ACTIVE
+        )
+        return [dict(row) for row in rows]
+
     def running_on(self, executor: str) -> list[dict[str, Any]]:
         self.flush()
         rows = self.store.query(
