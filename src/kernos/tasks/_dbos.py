@@ -78,6 +78,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import hashlib
 import logging
 import threading
 import time
@@ -311,10 +312,34 @@ _BOOTING: list[DBOSEngine] = []
 REGISTER_WAIT_SECONDS = 30.0
 
 
+#: the context variables a workflow body hands over to its run (what makes DBOS count a call
+#: as the workflow's): reset in the runs a child's run starts (:func:`outside_workflows`)
+_WORKFLOW_VARS: set[contextvars.ContextVar[Any]] = set()
+
+
+def outside_workflows() -> contextvars.Context:
+    """A copy of the current context in which DBOS sees no workflow: what a child's run (a
+    workflow's, maybe in a step) starts its own children's runs and followers in. There each
+    child is a workflow of its own, queued under its task id, not a DBOS child workflow of the
+    run that spawned it: those DBOS numbers by the spawner's step counter at the moment of the
+    call, which a replay does not reproduce for a run started beside the spawner's steps, and
+    from inside a step DBOS refuses to start one at all."""
+    context = contextvars.copy_context()
+    blank = contextvars.Context()
+    for var in list(_WORKFLOW_VARS):
+        try:
+            value = blank.run(var.get)  # its default; a variable without one is left as is
+        except LookupError:
+            continue
+        context.run(var.set, value)
+    return context
+
+
 @DBOS.workflow(name="kernos_child")
 async def child_workflow(task_id: str, text: str, epoch: int) -> str:
     """One run of a child task; returns the status it ended in."""
     items: ContextItems = list(contextvars.copy_context().items())
+    _WORKFLOW_VARS.update(var for var, _ in items)
     deadline = time.monotonic() + REGISTER_WAIT_SECONDS
     while True:
         for engine in list(_ENGINES):
@@ -530,8 +555,29 @@ class DBOSEngine:
         self._live.add(record)
         self.loop = asyncio.get_running_loop()
         record.runner = self.loop.create_task(
-            self._run(record, text), name=f"kernos-task-{record.id}"
+            self._run(record, text), name=f"kernos-task-{record.id}", context=outside_workflows()
         )
+
+    def adopt(self, record: TaskRecord) -> None:
+        """Follow an active child of a rebuilt child (a grandchild its earlier attempt spawned,
+        run here or elsewhere) until its run ends, as for any child another process runs."""
+        self.loop = asyncio.get_running_loop()
+        record.runner = self.loop.create_task(
+            self._follow(record), name=f"kernos-task-{record.id}", context=outside_workflows()
+        )
+
+    def spawn_ids(self, count: int, salt: int = 0) -> list[str] | None:
+        """The ids of the ``count`` children a ``task`` call of a durable run spawns: the same
+        on every replay of the call (its workflow and step), so a call in flight at a crash,
+        run again, finds the children it created (``None`` outside a step of a workflow: fresh
+        random ids). ``salt``: the next candidates, when one is another task's id."""
+        wf_id, step = DBOS.workflow_id, DBOS.step_id
+        if wf_id is None or step is None:
+            return None
+        return [
+            "t_" + hashlib.sha256(f"{wf_id}:{step}:{n}:{salt}".encode()).hexdigest()[:8]
+            for n in range(count)
+        ]
 
     def queue_position(self, record: TaskRecord) -> int | None:
         waiting = [r for r in self._order if r.model_name == record.model_name]
@@ -885,17 +931,21 @@ class DBOSEngine:
         """Claim the notices of followed children whose runs ended (one claim for all), then
         hand each follower its row: claimed before the record shows the end, so no one sees
         a child ended while its notice is not in the outbox yet (the parent would stop)."""
-        runs = [
-            (record.id, record.run_epoch)
+        notify = {
+            record.id
             for record, _, row in ended
             if row is not None and record.background and record.end_as is None
             and TaskStatus(row["status"]) in NOTIFY
-        ]  # fmt: skip
+        }  # fmt: skip
+        # a grandchild's notice is claimed as it goes into its parent's inbox, in one
+        # transaction (the scheduler's _notify): not here
+        runs = [(r.id, r.run_epoch) for r, _, _ in ended if r.id in notify and r.depth <= 1]
         try:
             claimed = await asyncio.to_thread(self.scheduler.store.claim_notices, runs)
         except Exception as exc:  # the next tick claims them again
             log.warning("tasks: could not claim completion notices: %s", exc)
             return
+        claimed |= {r.id for r, _, _ in ended if r.id in notify and r.depth > 1}
         for record, future, row in ended:
             if not future.done() and row is not None:
                 future.set_result((row, record.id in claimed))

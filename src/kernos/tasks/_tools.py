@@ -233,7 +233,9 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
             return f"{record.id} is {record.status}, not running; nothing to interrupt."
         if params.message is None:
             raise ToolError("no_message", 'Give the message to send, or deliver_as="interrupt".')
-        if record.status in ACTIVE and record.session is not None:
+        # a durable child's message goes to the store: one followed here (a grandchild taken
+        # in by its resumed parent) has no session in this process
+        if record.status in ACTIVE and (record.session is not None or manager._durable):
             pending = record.status == TaskStatus.PENDING  # as it was when the message came
             position = await manager.send(record, params.message)
             if position is not None:
