@@ -183,12 +183,14 @@ def kill_the_child_s_worker(
     procs: list[subprocess.Popen[str]],
     *,
     background: bool,
+    stop: signal.Signals = signal.SIGKILL,
 ) -> tuple[subprocess.Popen[str], dict[str, Any], dict[str, Any]]:
     """``kernos run`` (executing nothing) spawns a background child; a worker serving only the
     child's model runs it; the child spawns a grandchild (on the other model: it stays queued);
     the worker is killed with ``-9`` (the child's next request in flight, or its foreground
-    ``task`` call waiting); a second worker serving every model resumes the child and runs the
-    grandchild. Returns the run (finished) and the child's and the grandchild's rows."""
+    ``task`` call waiting), or stopped (``stop``: SIGTERM, it leaves); a second worker serving
+    every model resumes the child and runs the grandchild. Returns the run (finished) and the
+    child's and the grandchild's rows."""
     (project / "kernos.toml").write_text(
         CONFIG + 'run_executes = false\non_crash = "resume"\nheartbeat = 0.5\n', "utf-8"
     )
@@ -203,13 +205,15 @@ def kill_the_child_s_worker(
     if background:
         script += [
             # in flight at the kill, asked again by the resumed child; answered once the
-            # grandchild's notice is in the child's inbox
-            text(
-                "Waiting for the count.",
+            # grandchild's notice is in the child's inbox: the child looks its child up by name
+            tool_call(
+                "task_output",
+                {"name": "count"},
                 when=agent_is("EXPLORE-AGENT", "Started task"),
                 hold=released,
                 repeat=True,
             ),
+            text("Waiting for the count.", when=agent_is("EXPLORE-AGENT", "name: count")),
             text("Survey done: 7 tests.", when=agent_is("EXPLORE-AGENT", "task completion")),
         ]
     else:  # the task call's answer: the grandchild's result
@@ -225,7 +229,7 @@ def kill_the_child_s_worker(
             wait_for("the child's next request", lambda: asked(server, "EXPLORE", "Started task"))
         else:
             time.sleep(0.5)  # the task call waits for the grandchild (it is queued)
-        first.send_signal(signal.SIGKILL)
+        first.send_signal(stop)
         first.communicate(timeout=30)
         (child,) = rows(project, 1)
         assert child["status"] == "running" and count["parent_session"] == child["child_session"]
@@ -245,12 +249,25 @@ def kill_the_child_s_worker(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("background", [True, False], ids=["background", "foreground"])
+@pytest.mark.parametrize(
+    ("background", "stop"),
+    [(True, signal.SIGKILL), (False, signal.SIGKILL), (False, signal.SIGTERM)],
+    ids=["background", "foreground", "foreground-worker-leaves"],
+)
 def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]], background: bool
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    background: bool,
+    stop: signal.Signals,
 ) -> None:
-    _, child, count = kill_the_child_s_worker(project, server, procs, background=background)
-    assert child["status"] == "completed" and child["final_text"] == "Survey done: 7 tests."
+    """With SIGTERM the worker leaves: the child stops to be resumed elsewhere, and its queued
+    grandchild is left queued for it (not cancelled with the child's turn)."""
+    _, child, count = kill_the_child_s_worker(
+        project, server, procs, background=background, stop=stop
+    )
+    assert child["status"] == "completed", child["error"]
+    assert child["final_text"] == "Survey done: 7 tests."
     assert count["status"] == "completed" and count["final_text"] == "7 tests."
     assert asked(server, "QUICK-WORKER") == 1  # one grandchild, asked once
     # the child asked for the survey once (its first step replayed), and heard of the count once

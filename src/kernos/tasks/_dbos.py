@@ -15,9 +15,19 @@
   and its error code included). A run resumed after a crash, here or on another executor, gets
   each completed step's record back instead of sending the request or running the tool again;
   only the step that was in flight runs again. The calls of one turn start in the model's order,
-  so their step ids are the same on every replay. Not steps: the task tools of a child that may
-  spawn children of its own (``max_depth`` > 1), whose children are in-memory records of one
-  process.
+  so their step ids are the same on every replay. The task tools of a child that may spawn
+  children of its own (``max_depth`` > 1) are steps the same way (see the next point).
+- Grandchildren (a child's own children, ``max_depth`` > 1): each is a workflow of its own on
+  its model's queue, queued outside the spawning run's workflow (:func:`outside_workflows`).
+  A completed ``task`` call of a resumed child returns its recorded answer; one in flight at the
+  crash runs again and finds the children it spawned: their ids are drawn from the call's
+  workflow and step (:meth:`DBOSEngine.spawn_ids`), the same on every replay. A child rebuilt
+  on an executor takes in its children from the store (:meth:`DBOSEngine.adopt` follows those
+  still active, wherever they run), so ``task_output``, ``task_send`` and ``task_cancel`` find
+  them by id or name, and a foreground call waits for its child or takes its result. A
+  grandchild's completion notice goes into its parent's inbox, claimed in the same
+  transaction (:meth:`TaskStore.deliver_notice`) by whichever process ends or follows it:
+  exactly once, and the parent's keyed take (below) reads it, on a replay too.
 - A replayed run writes its transcript again: the task's events and its session's turns. Each
   carries a key that is the same on every replay, and the store keeps the first event and turn
   of each key (:attr:`DBOSEngine.replays`): ``EPOCH:N``, its ordinal in the run (a replay
@@ -121,7 +131,7 @@ log = logging.getLogger("kernos.tasks")
 APP_NAME = "kernos"
 #: pinned: DBOS recovers only workflows of the running version; bump it only when the steps of
 #: :func:`child_workflow` change in a way old records cannot replay
-APP_VERSION = "kernos-tasks-2"  # 2: tool calls became steps
+APP_VERSION = "kernos-tasks-3"  # 2: tool calls became steps; 3: so did a child's task tools
 QUEUE_PREFIX = "kernos."
 POLL_SECONDS = 0.1
 #: how often one run of a child is resumed after its executor died: a child that takes down every
@@ -730,10 +740,12 @@ class DBOSEngine:
                 here = admitted.result() if admitted.done() and not admitted.cancelled() else None
                 if here is not None:
                     self._live.discard(record)
-                if record.end_as == TaskStatus.LOST:
+                if record.end_as == TaskStatus.LOST or record.leave:
                     # the run ends without waiting (--no-wait): a child still queued, or running
                     # in another process, is left to the executors; it is not lost; nor is one
-                    # handed over here whose run did not start (see _admit)
+                    # handed over here whose run did not start (see _admit). So is a worker's
+                    # own child (a grandchild its child spawned) as the worker leaves: the
+                    # child, resumed elsewhere, takes it in
                     if here is not None:
                         here[1].cancel()
                     log.info("task %s left to the other executors", record.id)

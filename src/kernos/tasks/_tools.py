@@ -210,8 +210,11 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
                 records, timeout=float(limit) if isinstance(limit, int | float) else None
             )
         except asyncio.CancelledError:
-            for record in records:
-                manager.cancel(record, "the parent's turn was cancelled")
+            # a run that stops to be resumed elsewhere (a worker leaving, a --no-wait exit)
+            # leaves its children to the executors: its replayed call finds them there
+            if not getattr(manager.engine, "leaving", False):
+                for record in records:
+                    manager.cancel(record, "the parent's turn was cancelled")
             raise
         if not finished:  # the caller cannot wait longer (an MCP host cuts calls at ~60 s)
             detached = manager.detach(records)
