@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sqlite3
 import subprocess
 import threading
@@ -53,26 +54,42 @@ def grandchild(background: bool) -> dict[str, Any]:
             "run_in_background": background}  # fmt: skip
 
 
-def db(project: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(project / ".kernos" / "kernos.db", timeout=30)
-    conn.row_factory = sqlite3.Row
-    return conn
+class Reader:
+    """Reads the store the processes share: the project's SQLite file, or a PostgreSQL URL."""
+
+    def __init__(self, project: Path, url: str | None = None) -> None:
+        self.path = project / ".kernos" / "kernos.db"
+        self.url = url
+        self.store: Store | None = None
+
+    def query(self, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        if self.url is None:
+            try:
+                with sqlite3.connect(self.path, timeout=30) as conn:
+                    conn.row_factory = sqlite3.Row
+                    return [dict(r) for r in conn.execute(sql, params).fetchall()]
+            except sqlite3.OperationalError:  # no store (or no table) yet
+                return []
+        if self.store is None:
+            self.store = Store(self.url)
+        try:
+            return [dict(r) for r in self.store.query(sql, params)]
+        except Exception:  # no table yet
+            return []
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
 
 
-def rows(project: Path, depth: int) -> list[dict[str, Any]]:
-    try:
-        with db(project) as conn:
-            found = conn.execute("SELECT * FROM tasks WHERE depth = ?", (depth,)).fetchall()
-    except sqlite3.OperationalError:  # no store yet
-        return []
-    return [dict(r) for r in found]
+def rows(reader: Reader, depth: int) -> list[dict[str, Any]]:
+    return reader.query("SELECT * FROM tasks WHERE depth = ? ORDER BY id", (depth,))
 
 
-def inbox(project: Path, task_id: str) -> list[str]:
-    with db(project) as conn:
-        found = conn.execute(
-            "SELECT message FROM task_inbox WHERE task_id = ? ORDER BY seq", (task_id,)
-        ).fetchall()
+def inbox(reader: Reader, task_id: str) -> list[str]:
+    found = reader.query(
+        "SELECT message FROM task_inbox WHERE task_id = ? ORDER BY seq", (task_id,)
+    )
     return [r["message"] for r in found]
 
 
@@ -152,10 +169,11 @@ async def test_a_child_gets_its_grandchild_s_notice_from_its_inbox(
         session = runtime.session("main", record_turns=False)
         session.add_tools(manager.tools_for(session))
         (child,) = manager.spawn(session, manager.resolve(CHILD, session), background=True)
+        reader = Reader(project)
         deadline = time.monotonic() + 60
         while not (
             [g for g in manager.records.values() if g.depth == 2 and g.status == "completed"]
-            and inbox(project, child.id)  # the notice is in the child's inbox
+            and inbox(reader, child.id)  # the notice is in the child's inbox
         ):
             assert time.monotonic() < deadline, f"the grandchild never reported: {server}"
             await asyncio.sleep(0.05)
@@ -164,7 +182,7 @@ async def test_a_child_gets_its_grandchild_s_notice_from_its_inbox(
         assert child.status == "completed" and child.final_text == "Survey done: 7 tests."
         (count,) = [g for g in manager.records.values() if g.depth == 2]
         assert count.parent is child.session and count.name == "count"
-        assert len(inbox(project, child.id)) == 1
+        assert len(inbox(reader, child.id)) == 1
         assert asked(server, "EXPLORE-AGENT", f"id:{count.id}") == 1
         assert child.session is not None and child.session.take_queued() is None
         # its own child: the tool result of its task call, recorded as a step
@@ -181,6 +199,7 @@ def kill_the_child_s_worker(
     project: Path,
     server: FakeOpenAIServer,
     procs: list[subprocess.Popen[str]],
+    reader: Reader,
     *,
     background: bool,
     stop: signal.Signals = signal.SIGKILL,
@@ -194,12 +213,14 @@ def kill_the_child_s_worker(
     (project / "kernos.toml").write_text(
         CONFIG + 'run_executes = false\non_crash = "resume"\nheartbeat = 0.5\n', "utf-8"
     )
-    released = threading.Event()
+    released, counted = threading.Event(), threading.Event()
     script = [
         tool_call("task", CHILD, when=agent_is("MAIN-AGENT", "survey it")),
         text("Waiting.", when=agent_is("MAIN-AGENT", "Started task")),
         tool_call("task", grandchild(background), when=agent_is("EXPLORE-AGENT", "Survey the")),
-        text("7 tests.", when=agent_is("QUICK-WORKER")),
+        # foreground: answered once the resumed child's task call runs again, so it finds its
+        # grandchild active and waits for it (background: at once)
+        text("7 tests.", when=agent_is("QUICK-WORKER"), hold=None if background else counted),
         text("All done.", when=agent_is("MAIN-AGENT", "task completion")),
     ]
     if background:
@@ -224,35 +245,46 @@ def kill_the_child_s_worker(
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     try:
-        (count,) = wait_for("the grandchild's row", lambda: rows(project, 2))
+        (count,) = wait_for("the grandchild's row", lambda: rows(reader, 2))
         if background:
             wait_for("the child's next request", lambda: asked(server, "EXPLORE", "Started task"))
         else:
             time.sleep(0.5)  # the task call waits for the grandchild (it is queued)
         first.send_signal(stop)
         first.communicate(timeout=30)
-        (child,) = rows(project, 1)
+        (child,) = rows(reader, 1)
         assert child["status"] == "running" and count["parent_session"] == child["child_session"]
         second = start(project, server, "worker")
         procs.append(second)
         if background:
-            wait_for("the notice in the child's inbox", lambda: inbox(project, child["id"]))
+            wait_for("the notice in the child's inbox", lambda: inbox(reader, child["id"]))
             released.set()
+        else:
+            taken = f"{socket.gethostname()}:{second.pid}"
+            wait_for("the child resumed", lambda: rows(reader, 1)[0]["executor"] == taken)
+            time.sleep(1.0)  # its replay reaches the task call (if not, it finds the child ended)
+            counted.set()
         out, errors = run.communicate(timeout=120)
     finally:
         released.set()
+        counted.set()
     assert run.returncode == 0, errors
     assert out == "All done.\n"
-    (child,) = rows(project, 1)
-    (count,) = rows(project, 2)  # spawned once
+    (child,) = rows(reader, 1)
+    (count,) = rows(reader, 2)  # spawned once
     return run, child, count
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("background", "stop"),
-    [(True, signal.SIGKILL), (False, signal.SIGKILL), (False, signal.SIGTERM)],
-    ids=["background", "foreground", "foreground-worker-leaves"],
+    [
+        (True, signal.SIGKILL),
+        pytest.param(True, signal.SIGKILL, marks=pytest.mark.postgres, id="background-postgres"),
+        (False, signal.SIGKILL),
+        (False, signal.SIGTERM),
+    ],
+    ids=["background", "background-postgres", "foreground", "foreground-worker-leaves"],
 )
 def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     project: Path,
@@ -260,12 +292,33 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     procs: list[subprocess.Popen[str]],
     background: bool,
     stop: signal.Signals,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     """With SIGTERM the worker leaves: the child stops to be resumed elsewhere, and its queued
-    grandchild is left queued for it (not cancelled with the child's turn)."""
-    _, child, count = kill_the_child_s_worker(
-        project, server, procs, background=background, stop=stop
-    )
+    grandchild is left queued for it (not cancelled with the child's turn). The background case
+    runs on PostgreSQL too."""
+    url = None
+    if request.node.callspec.id.endswith("postgres"):
+        url = request.getfixturevalue("fresh_postgres_url")
+        monkeypatch.setenv("KERNOS_STORE_URL", url)
+    reader = Reader(project, url)
+    try:
+        _, child, count = kill_the_child_s_worker(
+            project, server, procs, reader, background=background, stop=stop
+        )
+        check_one_grandchild_and_one_notice_each(server, reader, background, child, count)
+    finally:
+        reader.close()
+
+
+def check_one_grandchild_and_one_notice_each(
+    server: FakeOpenAIServer,
+    reader: Reader,
+    background: bool,
+    child: dict[str, Any],
+    count: dict[str, Any],
+) -> None:
     assert child["status"] == "completed", child["error"]
     assert child["final_text"] == "Survey done: 7 tests."
     assert count["status"] == "completed" and count["final_text"] == "7 tests."
@@ -273,12 +326,12 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     # the child asked for the survey once (its first step replayed), and heard of the count once
     assert asked(server, "EXPLORE-AGENT", "Survey the repository.") == 1
     if background:
-        assert inbox(project, child["id"]) == [inbox(project, child["id"])[0]]
-        assert f"id:{count['id']}" in inbox(project, child["id"])[0]
+        assert inbox(reader, child["id"]) == [inbox(reader, child["id"])[0]]
+        assert f"id:{count['id']}" in inbox(reader, child["id"])[0]
         assert sum(1 for r in server.requests if notice_of(count["id"])(r)) == 1
     else:
         assert asked(server, "EXPLORE-AGENT", "7 tests.") == 1
-        assert inbox(project, child["id"]) == []
+        assert inbox(reader, child["id"]) == []
     # the top parent heard of the child once
     assert sum(1 for r in server.requests if notice_of(child["id"])(r)) == 1
     mains = [r for r in server.requests if agent_is("MAIN-AGENT")(r)]

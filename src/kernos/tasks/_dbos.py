@@ -327,13 +327,16 @@ REGISTER_WAIT_SECONDS = 30.0
 _WORKFLOW_VARS: set[contextvars.ContextVar[Any]] = set()
 
 
-def outside_workflows() -> contextvars.Context:
+def outside_workflows() -> contextvars.Context | None:
     """A copy of the current context in which DBOS sees no workflow: what a child's run (a
     workflow's, maybe in a step) starts its own children's runs and followers in. There each
     child is a workflow of its own, queued under its task id, not a DBOS child workflow of the
     run that spawned it: those DBOS numbers by the spawner's step counter at the moment of the
     call, which a replay does not reproduce for a run started beside the spawner's steps, and
-    from inside a step DBOS refuses to start one at all."""
+    from inside a step DBOS refuses to start one at all. ``None`` outside any workflow: the
+    current context as it is (``create_task``'s default)."""
+    if DBOS.workflow_id is None:
+        return None
     context = contextvars.copy_context()
     blank = contextvars.Context()
     for var in list(_WORKFLOW_VARS):
