@@ -203,13 +203,15 @@ def kill_the_child_s_worker(
     *,
     background: bool,
     stop: signal.Signals = signal.SIGKILL,
+    split: bool = False,
 ) -> tuple[subprocess.Popen[str], dict[str, Any], dict[str, Any]]:
     """``kernos run`` (executing nothing) spawns a background child; a worker serving only the
     child's model runs it; the child spawns a grandchild (on the other model: it stays queued);
     the worker is killed with ``-9`` (the child's next request in flight, or its foreground
     ``task`` call waiting), or stopped (``stop``: SIGTERM, it leaves); a second worker serving
-    every model resumes the child and runs the grandchild. Returns the run (finished) and the
-    child's and the grandchild's rows."""
+    every model resumes the child and runs the grandchild (``split``: two workers, one per
+    model: the resumed child follows its grandchild in another process). Returns the run
+    (finished) and the child's and the grandchild's rows."""
     (project / "kernos.toml").write_text(
         CONFIG + 'run_executes = false\non_crash = "resume"\nheartbeat = 0.5\n', "utf-8"
     )
@@ -254,8 +256,10 @@ def kill_the_child_s_worker(
         first.communicate(timeout=30)
         (child,) = rows(reader, 1)
         assert child["status"] == "running" and count["parent_session"] == child["child_session"]
-        second = start(project, server, "worker")
+        second = start(project, server, "worker", *(["--models", "openai-chat:test"] * split))
         procs.append(second)
+        if split:
+            procs.append(start(project, server, "worker", "--models", "openai-chat:quick"))
         if background:
             wait_for("the notice in the child's inbox", lambda: inbox(reader, child["id"]))
             released.set()
@@ -277,14 +281,23 @@ def kill_the_child_s_worker(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("background", "stop"),
+    ("background", "stop", "split"),
     [
-        (True, signal.SIGKILL),
-        pytest.param(True, signal.SIGKILL, marks=pytest.mark.postgres, id="background-postgres"),
-        (False, signal.SIGKILL),
-        (False, signal.SIGTERM),
+        (True, signal.SIGKILL, False),
+        pytest.param(True, signal.SIGKILL, False, marks=pytest.mark.postgres),
+        (True, signal.SIGKILL, True),
+        (False, signal.SIGKILL, False),
+        (False, signal.SIGKILL, True),
+        (False, signal.SIGTERM, False),
     ],
-    ids=["background", "background-postgres", "foreground", "foreground-worker-leaves"],
+    ids=[
+        "background",
+        "background-postgres",
+        "background-grandchild-elsewhere",
+        "foreground",
+        "foreground-grandchild-elsewhere",
+        "foreground-worker-leaves",
+    ],
 )
 def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     project: Path,
@@ -292,6 +305,7 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     procs: list[subprocess.Popen[str]],
     background: bool,
     stop: signal.Signals,
+    split: bool,
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -305,7 +319,7 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     reader = Reader(project, url)
     try:
         _, child, count = kill_the_child_s_worker(
-            project, server, procs, reader, background=background, stop=stop
+            project, server, procs, reader, background=background, stop=stop, split=split
         )
         check_one_grandchild_and_one_notice_each(server, reader, background, child, count)
     finally:
