@@ -235,8 +235,8 @@ class TaskScheduler:
         (``None``: nothing, or the run was interrupted). A durable run takes its messages from
         the store under the key ``EPOCH:mN``: a replay of the run takes the same ones again
         (see :meth:`TaskStore.take_messages`); the same query says whether it was asked to stop.
-        Messages queued on the session itself (the notices of a child's own children)
-        follow."""
+        Messages queued on the session itself (the notices of a child's own children, on the
+        local engine; a durable run's come through its inbox, see :meth:`_notify`) follow."""
         batch: list[str] = []
         if record.run_key is not None:
             take = self.store.take_messages
