@@ -15,9 +15,19 @@
   and its error code included). A run resumed after a crash, here or on another executor, gets
   each completed step's record back instead of sending the request or running the tool again;
   only the step that was in flight runs again. The calls of one turn start in the model's order,
-  so their step ids are the same on every replay. Not steps: the task tools of a child that may
-  spawn children of its own (``max_depth`` > 1), whose children are in-memory records of one
-  process.
+  so their step ids are the same on every replay. The task tools of a child that may spawn
+  children of its own (``max_depth`` > 1) are steps the same way (see the next point).
+- Grandchildren (a child's own children, ``max_depth`` > 1): each is a workflow of its own on
+  its model's queue, queued outside the spawning run's workflow (:func:`outside_workflows`).
+  A completed ``task`` call of a resumed child returns its recorded answer; one in flight at the
+  crash runs again and finds the children it spawned: their ids are drawn from the call's
+  workflow and step (:meth:`DBOSEngine.spawn_ids`), the same on every replay. A child rebuilt
+  on an executor takes in its children from the store (:meth:`DBOSEngine.adopt` follows those
+  still active, wherever they run), so ``task_output``, ``task_send`` and ``task_cancel`` find
+  them by id or name, and a foreground call waits for its child or takes its result. A
+  grandchild's completion notice goes into its parent's inbox, claimed in the same
+  transaction (:meth:`TaskStore.deliver_notice`) by whichever process ends or follows it:
+  exactly once, and the parent's keyed take (below) reads it, on a replay too.
 - A replayed run writes its transcript again: the task's events and its session's turns. Each
   carries a key that is the same on every replay, and the store keeps the first event and turn
   of each key (:attr:`DBOSEngine.replays`): ``EPOCH:N``, its ordinal in the run (a replay
@@ -78,6 +88,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import hashlib
 import logging
 import threading
 import time
@@ -120,7 +131,7 @@ log = logging.getLogger("kernos.tasks")
 APP_NAME = "kernos"
 #: pinned: DBOS recovers only workflows of the running version; bump it only when the steps of
 #: :func:`child_workflow` change in a way old records cannot replay
-APP_VERSION = "kernos-tasks-2"  # 2: tool calls became steps
+APP_VERSION = "kernos-tasks-3"  # 2: tool calls became steps; 3: so did a child's task tools
 QUEUE_PREFIX = "kernos."
 POLL_SECONDS = 0.1
 #: how often one run of a child is resumed after its executor died: a child that takes down every
@@ -311,10 +322,37 @@ _BOOTING: list[DBOSEngine] = []
 REGISTER_WAIT_SECONDS = 30.0
 
 
+#: the context variables a workflow body hands over to its run (what makes DBOS count a call
+#: as the workflow's): reset in the runs a child's run starts (:func:`outside_workflows`)
+_WORKFLOW_VARS: set[contextvars.ContextVar[Any]] = set()
+
+
+def outside_workflows() -> contextvars.Context | None:
+    """A copy of the current context in which DBOS sees no workflow: what a child's run (a
+    workflow's, maybe in a step) starts its own children's runs and followers in. There each
+    child is a workflow of its own, queued under its task id, not a DBOS child workflow of the
+    run that spawned it: those DBOS numbers by the spawner's step counter at the moment of the
+    call, which a replay does not reproduce for a run started beside the spawner's steps, and
+    from inside a step DBOS refuses to start one at all. ``None`` outside any workflow: the
+    current context as it is (``create_task``'s default)."""
+    if DBOS.workflow_id is None:
+        return None
+    context = contextvars.copy_context()
+    blank = contextvars.Context()
+    for var in list(_WORKFLOW_VARS):
+        try:
+            value = blank.run(var.get)  # its default; a variable without one is left as is
+        except LookupError:
+            continue
+        context.run(var.set, value)
+    return context
+
+
 @DBOS.workflow(name="kernos_child")
 async def child_workflow(task_id: str, text: str, epoch: int) -> str:
     """One run of a child task; returns the status it ended in."""
     items: ContextItems = list(contextvars.copy_context().items())
+    _WORKFLOW_VARS.update(var for var, _ in items)
     deadline = time.monotonic() + REGISTER_WAIT_SECONDS
     while True:
         for engine in list(_ENGINES):
@@ -530,8 +568,29 @@ class DBOSEngine:
         self._live.add(record)
         self.loop = asyncio.get_running_loop()
         record.runner = self.loop.create_task(
-            self._run(record, text), name=f"kernos-task-{record.id}"
+            self._run(record, text), name=f"kernos-task-{record.id}", context=outside_workflows()
         )
+
+    def adopt(self, record: TaskRecord) -> None:
+        """Follow an active child of a rebuilt child (a grandchild its earlier attempt spawned,
+        run here or elsewhere) until its run ends, as for any child another process runs."""
+        self.loop = asyncio.get_running_loop()
+        record.runner = self.loop.create_task(
+            self._follow(record), name=f"kernos-task-{record.id}", context=outside_workflows()
+        )
+
+    def spawn_ids(self, count: int, salt: int = 0) -> list[str] | None:
+        """The ids of the ``count`` children a ``task`` call of a durable run spawns: the same
+        on every replay of the call (its workflow and step), so a call in flight at a crash,
+        run again, finds the children it created (``None`` outside a step of a workflow: fresh
+        random ids). ``salt``: the next candidates, when one is another task's id."""
+        wf_id, step = DBOS.workflow_id, DBOS.step_id
+        if wf_id is None or step is None:
+            return None
+        return [
+            "t_" + hashlib.sha256(f"{wf_id}:{step}:{n}:{salt}".encode()).hexdigest()[:8]
+            for n in range(count)
+        ]
 
     def queue_position(self, record: TaskRecord) -> int | None:
         waiting = [r for r in self._order if r.model_name == record.model_name]
@@ -684,10 +743,12 @@ class DBOSEngine:
                 here = admitted.result() if admitted.done() and not admitted.cancelled() else None
                 if here is not None:
                     self._live.discard(record)
-                if record.end_as == TaskStatus.LOST:
+                if record.end_as == TaskStatus.LOST or record.leave:
                     # the run ends without waiting (--no-wait): a child still queued, or running
                     # in another process, is left to the executors; it is not lost; nor is one
-                    # handed over here whose run did not start (see _admit)
+                    # handed over here whose run did not start (see _admit). So is a worker's
+                    # own child (a grandchild its child spawned) as the worker leaves: the
+                    # child, resumed elsewhere, takes it in
                     if here is not None:
                         here[1].cancel()
                     log.info("task %s left to the other executors", record.id)
@@ -885,17 +946,21 @@ class DBOSEngine:
         """Claim the notices of followed children whose runs ended (one claim for all), then
         hand each follower its row: claimed before the record shows the end, so no one sees
         a child ended while its notice is not in the outbox yet (the parent would stop)."""
-        runs = [
-            (record.id, record.run_epoch)
+        notify = {
+            record.id
             for record, _, row in ended
             if row is not None and record.background and record.end_as is None
             and TaskStatus(row["status"]) in NOTIFY
-        ]  # fmt: skip
+        }  # fmt: skip
+        # a grandchild's notice is claimed as it goes into its parent's inbox, in one
+        # transaction (the scheduler's _notify): not here
+        runs = [(r.id, r.run_epoch) for r, _, _ in ended if r.id in notify and r.depth <= 1]
         try:
             claimed = await asyncio.to_thread(self.scheduler.store.claim_notices, runs)
         except Exception as exc:  # the next tick claims them again
             log.warning("tasks: could not claim completion notices: %s", exc)
             return
+        claimed |= {r.id for r, _, _ in ended if r.id in notify and r.depth > 1}
         for record, future, row in ended:
             if not future.done() and row is not None:
                 future.set_result((row, record.id in claimed))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
-from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
+from kernos.tasks._state import ACTIVE, NOTIFY, SETTLED, Residency, TaskStatus
 from kernos.tasks._tools import task_tools
 
 #: The tools only a parent gets; never granted to a child below the depth limit.
@@ -67,6 +68,9 @@ class TaskManager(TaskScheduler):
         #: the tools a child rebuilt from the store may be granted, by name (a worker's
         #: configured tools; in ``kernos run``, its main session's)
         self.remote_tools: dict[str, ToolSpec[Any]] | None = None
+        #: the sessions of this process's children that may spawn children of their own, by
+        #: session id: a grandchild rebuilt here (a worker) reports to its parent if it is here
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
@@ -102,14 +106,41 @@ class TaskManager(TaskScheduler):
         models = self.check_spawn(session, resolution)
         depth = self._depth.get(session.session_id, 0)
         in_background = resolution.background if background is None else background
-        ids = self._new_ids(len(resolution.items))
-        records = [
-            self._create(session, item, model, depth + 1, in_background, resolution.tools, i)
-            for item, model, i in zip(resolution.items, models, ids, strict=True)
-        ]
-        for record in records:
+        count = len(resolution.items)
+        ids = self._replayed_ids(session, count) or self._new_ids(count)
+        records: list[TaskRecord] = []
+        fresh: list[TaskRecord] = []
+        for item, model, task_id in zip(resolution.items, models, ids, strict=True):
+            known = self.records.get(task_id)
+            if known is not None:  # this call, replayed: the child it spawned before the crash
+                records.append(known)
+                continue
+            record = self._create(session, item, model, depth + 1, in_background,
+                                  resolution.tools, task_id)  # fmt: skip
+            records.append(record)
+            fresh.append(record)
+        for record in fresh:
             self._start(record, self._first_message(record))
         return records
+
+    def _replayed_ids(self, session: Session, count: int) -> list[str] | None:
+        """The ids a ``task`` call of a durable run gives its ``count`` children: the same on
+        every replay of the call (see the DBOS engine's ``spawn_ids``), or ``None`` (fresh
+        random ids). A candidate that is another session's task is passed over, the same way
+        on every replay. Children of this call already in the store are taken in."""
+        draw = getattr(self.engine, "spawn_ids", None)
+        for salt in range(8):
+            ids: list[str] | None = draw(count, salt) if draw is not None else None
+            if ids is None:
+                return None
+            rows = self.store.rows(ids)
+            others = [r for r in rows.values() if r["parent_session"] != session.session_id]
+            if len(set(ids)) < count or others:
+                continue
+            if any(task_id not in self.records for task_id in rows):
+                self._adopt(session, durable=True)
+            return ids
+        return None
 
     def check_spawn(self, session: Session, resolution: SpawnResolution) -> list[str]:
         """Every rule a spawn must pass before anything starts (the ``task`` tool's semantic
@@ -128,7 +159,9 @@ class TaskManager(TaskScheduler):
                 f"Sub-tasks may not start further sub-tasks (depth limit "
                 f"{self.config.tasks.max_depth}); do the work yourself.",
             )
-        self._check_names(session, resolution.items)
+        self._check_names(
+            session, resolution.items, self._replayed_ids(session, len(resolution.items))
+        )
         models = [self._model_name(item) for item in resolution.items]
         for name in set(models):
             try:
@@ -139,8 +172,14 @@ class TaskManager(TaskScheduler):
                 ) from None
         return models
 
-    def _check_names(self, session: Session, items: Sequence[SpawnItem]) -> None:
-        taken = {r.name: f"task {r.id}" for r in self.children(session) if r.name}
+    def _check_names(
+        self, session: Session, items: Sequence[SpawnItem], replayed: Sequence[str] | None = None
+    ) -> None:
+        """``replayed``: this call's own children, when it is a replay (their names are theirs)."""
+        mine = set(replayed or ())
+        taken = {
+            r.name: f"task {r.id}" for r in self.children(session) if r.name and r.id not in mine
+        }
         for item in items:
             if item.name is None:
                 continue
@@ -260,7 +299,10 @@ class TaskManager(TaskScheduler):
             on_event=lambda event: self._on_child_event(record, event),
         )
         if record.depth < self.config.tasks.max_depth:
-            child.add_tools(self.tools_for(child, depth=record.depth))
+            # steps too on the DBOS engine: a replayed task call answers what it answered, and
+            # one in flight at a crash finds the children it spawned (``_replayed_ids``)
+            child.add_tools(self.engine.child_tools(self.tools_for(child, depth=record.depth)))
+            self._sessions[sid] = child
         return child
 
     def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord:
@@ -275,10 +317,17 @@ class TaskManager(TaskScheduler):
             task_summary=row["summary"],
             description=row["description"],
         )
-        stand_in = Session(  # the parent lives in another process: it reads the store
-            self.runtime.model(row["model"]), agent="parent", session_id=row["parent_session"]
-        )
-        record = TaskRecord(row["id"], stand_in, item, row["model"], row["depth"], False)
+        depth = int(row["depth"] or 1)
+        # a grandchild whose parent (a child rebuilt here) runs in this process reports to it
+        parent = self._sessions.get(row["parent_session"]) if depth > 1 else None
+        if parent is None:  # the parent lives in another process: it reads the store
+            parent = Session(
+                self.runtime.model(row["model"]), agent="parent", session_id=row["parent_session"]
+            )
+        # a child's notice goes to its top-level parent from the process following it; a
+        # grandchild's to its parent's inbox from whichever process ends it, claimed once
+        notifies = depth > 1 and bool(row["background"])
+        record = TaskRecord(row["id"], parent, item, row["model"], depth, notifies)
         record.status = TaskStatus(row["status"])
         record.run_epoch = epoch
         record.started_at = row["started_at"]
@@ -303,22 +352,38 @@ class TaskManager(TaskScheduler):
         if epoch > 1:  # a revival continues the conversation of the child's earlier runs
             turns = self.runtime.store.turns(record.session.session_id)
             record.session.history = history_from_turns(earlier_runs(turns, epoch))
+        if record.depth < self.config.tasks.max_depth:
+            # the children an earlier attempt of this run spawned: followed to their ends
+            self._adopt(record.session, durable=self._durable)
         return record
 
     # -- children of an earlier run ----------------------------------------------------------
-    def _adopt(self, session: Session) -> None:
+    @property
+    def _durable(self) -> bool:
+        """Runs may be replayed (the DBOS engine): their children outlive any one process."""
+        return bool(getattr(self.engine, "replays", False))
+
+    def _adopt(self, session: Session, *, durable: bool = False) -> None:
         """Take in the settled children an earlier run of ``session`` left in the store (a
         continued session, ``kernos run --continue``), so ``task_send`` and ``task_output`` find
         them by id or name and their names stay taken. Their conversations stay in the store
-        until one is continued. An active row belongs to another live process: left alone."""
+        until one is continued. An active row belongs to another live process: left alone.
+
+        ``durable``: ``session`` is a durable child's, rebuilt on an executor (resumed after a
+        crash, or a revival): its active children are followed to their ends (the engine's
+        ``adopt``), wherever they run, and a settled one whose notice no one delivered yet
+        (its end written by a reaper while nobody followed it) has it delivered now."""
         for row in self.store.children(session.session_id):
-            if row["id"] in self.records:
+            known = self.records.get(row["id"])
+            if known is not None:
+                if durable and known.parent.session_id == session.session_id:
+                    known.parent = session  # run here from its row before its parent was rebuilt
                 continue
             try:
                 status, residency = TaskStatus(row["status"]), Residency(row["residency"])
             except ValueError:
                 continue  # a row this version does not know how to read
-            if status in ACTIVE:
+            if status in ACTIVE and not durable:
                 continue
             category = row["target"] if row["target_kind"] == "category" else None
             item = SpawnItem(
@@ -336,7 +401,16 @@ class TaskManager(TaskScheduler):
                 error=row["error"], created_at=row["created_at"], started_at=row["started_at"],
                 finished_at=row["finished_at"],
             )  # fmt: skip
+            record.executor = row.get("executor")
             self.records[record.id] = record
+            if not durable:
+                continue
+            adopt = getattr(self.engine, "adopt", None)
+            if status in ACTIVE and adopt is not None:
+                adopt(record)
+            elif record.background and status in NOTIFY and record.depth > 1:  # noqa: SIM102
+                if int(row.get("notified_epoch") or 0) < record.run_epoch:  # not delivered yet
+                    self._notify(record)
 
     def _rebuild(self, record: TaskRecord) -> bool:
         """Bring an evicted child back in memory from the store: its session rebuilt from its
@@ -357,7 +431,7 @@ class TaskManager(TaskScheduler):
             self.store.event(record.id, "revive_refused", {"why": why})
             return False
         session.history = history_from_turns(turns)
-        self._adopt(session)  # its own children, when it may have had some
+        self._adopt(session, durable=self._durable)  # its own children, when it may have had some
         self._set_residency(record, Residency.RESIDENT)
         record.session = session
         return True

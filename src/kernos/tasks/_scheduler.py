@@ -235,8 +235,8 @@ class TaskScheduler:
         (``None``: nothing, or the run was interrupted). A durable run takes its messages from
         the store under the key ``EPOCH:mN``: a replay of the run takes the same ones again
         (see :meth:`TaskStore.take_messages`); the same query says whether it was asked to stop.
-        Messages queued on the session itself (the notices of a child's own children)
-        follow."""
+        Messages queued on the session itself (the notices of a child's own children, on the
+        local engine; a durable run's come through its inbox, see :meth:`_notify`) follow."""
         batch: list[str] = []
         if record.run_key is not None:
             take = self.store.take_messages
@@ -353,6 +353,21 @@ class TaskScheduler:
 
     def _notify(self, record: TaskRecord) -> None:
         parent = record.parent
+        if record.depth > 1 and getattr(self.engine, "replays", False):
+            # the parent is a child whose run may be replayed, in any process: the notice goes
+            # to its inbox, claimed in the same transaction (once, whoever delivers it), and
+            # its run takes it after its prompt as it takes follow-ups (a replay, the same)
+            text = self.notice(record)
+            try:
+                delivered = self.store.deliver_notice(
+                    record.id, record.run_epoch, parent.session_id, text
+                )
+            except Exception as exc:  # the store is unreachable: the run's memory, as before
+                log.warning("task %s: its notice is not in the store: %s", record.id, exc)
+            else:
+                if delivered:
+                    self._wake()
+                return
         _, notes = self._outbox.setdefault(parent.session_id, (parent, []))
         notes.append(self.notice(record))
         if not self._flush_scheduled:
@@ -439,9 +454,10 @@ class TaskScheduler:
 
     def interrupt(self, record: TaskRecord) -> bool:
         """Stop a running child after its current step; its status becomes ``interrupted``."""
-        if record.status != TaskStatus.RUNNING or record.session is None:
+        durable = getattr(self.engine, "replays", False)
+        if record.status != TaskStatus.RUNNING or (record.session is None and not durable):
             return False
-        if getattr(self.engine, "replays", False):
+        if durable:
             # in the store, committed: the executor running it, in whichever process, stops it
             # at its next poll (a resumed run of it too)
             if not self.store.request_interrupt(record.id, record.run_epoch):
@@ -451,7 +467,8 @@ class TaskScheduler:
         else:
             self.store.event(record.id, "interrupt_requested", {})
         record.interrupt = True
-        record.session.request_stop()
+        if record.session is not None:
+            record.session.request_stop()
         return True
 
     def revive(self, record: TaskRecord, message: str) -> bool:

@@ -588,6 +588,45 @@ class TaskStore:
                 claimed.update(row["id"] for row in rows)
         return claimed
 
+    def deliver_notice(self, task_id: str, epoch: int, parent_session: str, message: str) -> bool:
+        """Claim the completion notice of ``task_id``'s run ``epoch`` and put ``message`` in the
+        inbox of the task whose session is ``parent_session`` (a durable child that spawned
+        it), in one transaction: ``True`` exactly once, whichever processes deliver it at the
+        same time (its executor, a follower, the parent's rebuild); a replay of the parent's
+        take then gets it again under its key (:meth:`take_messages`). ``False``: claimed
+        already, or ``parent_session`` is no task's (nothing is claimed then).
+
+        The inbox takes it whatever the parent's status: a parent run that ended first reads it
+        when it is continued (``task_send``), as a local parent does its queued notices."""
+        self.flush()  # the end it reports first: no one reads the notice of a run still active
+        now = time.time()
+        with self.store.transaction() as conn:
+            found = (
+                conn.execute(  # child sessions are named after their tasks: by key first
+                    "SELECT id FROM tasks WHERE id = ? AND child_session = ?",
+                    ("t_" + parent_session.removeprefix("s_"), parent_session),
+                ).fetchall()
+                or conn.execute(
+                    "SELECT id FROM tasks WHERE child_session = ? ORDER BY created_at LIMIT 1",
+                    (parent_session,),
+                ).fetchall()
+            )
+            if not found:
+                return False
+            parent = found[0][0]
+            cursor = conn.execute(
+                "UPDATE tasks SET notified_epoch = ? WHERE id = ? AND notified_epoch < ?",
+                (epoch, task_id, epoch),
+            )
+            if not cursor.rowcount:
+                return False
+            conn.execute(
+                "INSERT INTO task_inbox (task_id, seq, message, created_at) "
+                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM task_inbox WHERE task_id = ?",
+                (parent, redact(message), now, parent),
+            )
+        return True
+
     def beat(self, executor: str) -> None:
         """This executor is alive now."""
         self.flush()

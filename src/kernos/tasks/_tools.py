@@ -210,8 +210,11 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
                 records, timeout=float(limit) if isinstance(limit, int | float) else None
             )
         except asyncio.CancelledError:
-            for record in records:
-                manager.cancel(record, "the parent's turn was cancelled")
+            # a run that stops to be resumed elsewhere (a worker leaving, a --no-wait exit)
+            # leaves its children to the executors: its replayed call finds them there
+            if not getattr(manager.engine, "leaving", False):
+                for record in records:
+                    manager.cancel(record, "the parent's turn was cancelled")
             raise
         if not finished:  # the caller cannot wait longer (an MCP host cuts calls at ~60 s)
             detached = manager.detach(records)
@@ -233,7 +236,9 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
             return f"{record.id} is {record.status}, not running; nothing to interrupt."
         if params.message is None:
             raise ToolError("no_message", 'Give the message to send, or deliver_as="interrupt".')
-        if record.status in ACTIVE and record.session is not None:
+        # a durable child's message goes to the store: one followed here (a grandchild taken
+        # in by its resumed parent) has no session in this process
+        if record.status in ACTIVE and (record.session is not None or manager._durable):
             pending = record.status == TaskStatus.PENDING  # as it was when the message came
             position = await manager.send(record, params.message)
             if position is not None:
