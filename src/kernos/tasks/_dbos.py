@@ -8,6 +8,19 @@
   queue manager polls them from the start (it looks for new queues once a second: a first run's
   children would wait for that scan); a model the config does not name gets its queue on its
   first child, polled within a second.
+- A burst spreads over the executors of its queue (``[tasks] spread``, on by default): each
+  executor may run at most its share of the queue's limit, the limit divided among the live
+  executors that serve the queue, rounded up (:func:`queue_shares`; none for a lone executor
+  or an unbounded queue). The share is DBOS's ``worker_concurrency``, which lives in the
+  queue's row (shared by every process on the database) and which each executor's queue
+  thread reads again before each poll; without it the first executor to poll takes every
+  child the global limit allows and runs them on its own CPU while the others idle. The
+  executor holding the reaper lease recomputes the shares every beat from the executors'
+  heartbeats (each beat says which queues it serves: ``kernos worker --models`` serves only
+  its models', a run with ``run_executes = false`` none), so a share grows once an executor
+  retired or went silent for three beats; every process registers its queues with the shares
+  as they are (a registration without them would lift every executor's cap), a joining
+  executor's counting itself. The reaper's config decides ``spread``.
 - What is a step: each model request of a child (:class:`DurableModel`, its response recorded;
   :class:`DurableLean` on the lean engine, the same record)
   and each call of a tool the child was granted or its agent has (:func:`tool_step`, through the
