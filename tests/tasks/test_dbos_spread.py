@@ -243,22 +243,19 @@ def fleet_env(project: Path, server: FakeOpenAIServer, store_url: str) -> dict[s
 def start_workers(
     project: Path, env: dict[str, str], count: int, procs: list[subprocess.Popen[str]]
 ) -> list[subprocess.Popen[str]]:
-    """``count`` workers, each up (its "executing" line read; the rest of its stderr drained)."""
+    """``count`` workers, each up (its "executing" line in its log, a file: no pipe to drain)."""
     started = []
-    for _ in range(count):
-        proc = subprocess.Popen(
-            [KERNOS, "worker"], cwd=project, env=env, stderr=subprocess.PIPE, text=True
-        )
+    for n in range(count):
+        with (project / f"worker-{n}.log").open("w", encoding="utf-8") as log:
+            proc = subprocess.Popen([KERNOS, "worker"], cwd=project, env=env, stderr=log, text=True)
         procs.append(proc)
         started.append(proc)
-    for proc in started:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "executing" in line:
-                break
-        else:
-            raise AssertionError(f"a worker ended before it was ready: {proc.wait()}")
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
+    deadline = time.monotonic() + 120
+    for n, proc in enumerate(started):
+        while "executing" not in (project / f"worker-{n}.log").read_text(encoding="utf-8"):
+            assert proc.poll() is None, f"a worker ended before it was ready: {proc.returncode}"
+            assert time.monotonic() < deadline, "a worker never said it was executing"
+            time.sleep(0.05)
     return started
 
 

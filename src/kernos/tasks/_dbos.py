@@ -1151,10 +1151,10 @@ class DBOSEngine:
                 silent = self.heartbeat * 3
                 reaps = self.remote is not None  # only an executor can resume what it reaps
                 if reaps and await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
+                    await self._spread()  # first: a beat whose reaping fails still shares
                     for dead in await asyncio.to_thread(store.dead_executors, silent):
                         await self._reap(dead)
                     await self._sweep()
-                    await self._spread()
                 else:  # another holds the lease: its sweep counts the graces from now on
                     self._swept = {}
                     if first and reaps and self.listen != []:
