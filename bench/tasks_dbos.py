@@ -1,6 +1,8 @@
 """Benchmark of the task engines (not a test): ``.venv/bin/python bench/tasks_dbos.py [--quick]``
 (``--part N``, repeatable: only those parts; ``--part 3i``: part 3 with an instant run model;
-``--part idle``: an idle worker's CPU; ``--hosts CPU [--hosts-netns]``: part 3 on emulated hosts).
+``--part idle``: an idle worker's CPU; ``--hosts CPU [--hosts-netns]``: part 3 on emulated hosts;
+``--no-spread``: part 3 with ``[tasks] spread = false``, the first worker to poll takes what the
+limit allows).
 
 1. Start-up: what ``import dbos`` and a DBOS launch on SQLite add to a process.
 2. In one process: N background children through the real ``task`` tool, manager and store, on the
@@ -11,8 +13,10 @@
    concurrency 60. Time from the run's start to its end, peak requests in flight, each process's
    peak RSS, CPU seconds of the run and of each worker (and per child, and the workers' CPU in
    the children phase, sampled every 50 ms), how long a child waited from spawned to started,
-   how many children each worker ran, DBOS's "Contention detected" warnings (each doubles that
-   worker's queue polling interval for a while). The figure that matters (issue 11): 3 workers
+   how many children each worker ran, each worker's share of the limit that the queue held at
+   the end (``[tasks] spread``: the limit split among the live workers; none: all of it),
+   DBOS's "Contention detected" warnings (each doubles that worker's queue polling interval
+   for a while). The figure that matters (issue 11): 3 workers
    in at most 0.5× the time of 1. Reported next to it: the same ratio for the children phase
    alone (first child spawned → last child finished), which leaves out what no worker count
    changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200 children 16 at
@@ -165,6 +169,7 @@ def workers_on_postgres(
     instant_parent: bool = False,
     hosts: float = 0.0,
     netns: bool = False,
+    spread: bool = True,
 ) -> dict[str, float]:
     """One part-3 run; its figures (seconds): ``elapsed``, ``children`` (first spawned → last
     finished), ``run_cpu`` and ``worker_cpu`` (all workers). ``instant_parent``: only the
@@ -190,7 +195,8 @@ def workers_on_postgres(
             'default_model = "openai-chat:bench"\n'
             '[agents.main]\ninstructions = "MAIN"\n[agents.explore]\ndescription = "e"\n'
             'instructions = "CHILD"\n'
-            f"[tasks]\nconcurrency = {concurrency}\nrun_executes = false\n",
+            f"[tasks]\nconcurrency = {concurrency}\nrun_executes = false\n"
+            f"spread = {str(spread).lower()}\n",
             encoding="utf-8",
         )
         calls = []
@@ -275,6 +281,7 @@ def workers_on_postgres(
             opened = connections[0] - opened_before
             run_cpu = usage.ru_utime + usage.ru_stime
             contended = [sum("Contention detected" in line for line in log) for log in logs]
+            queue_share = _share(url, "kernos.openai-chat:bench")
             for proc in procs:
                 proc.terminate()
             for proc in procs:
@@ -315,6 +322,10 @@ def workers_on_postgres(
     print(f"      children per worker {' + '.join(map(str, shares))}; a child waited "
           f"{waited:.2f} s on average from spawned to started ({longest:.2f} s at most); DBOS "
           f"queue contention warnings {' + '.join(map(str, contended))}")  # fmt: skip
+    print(
+        f"      each worker's share of the limit at the end (spread "
+        f"{'on' if spread else 'off'}): {queue_share or 'none (all of it)'}"
+    )
     if throttled:
         periods = ", ".join(f"{t:.0f} of {p:.0f} periods ({s:.1f} s)" for p, t, s in throttled)
         print(f"      throttled by their quota in {periods}")
@@ -335,10 +346,13 @@ def scaling(
     instant_parent: bool = False,
     hosts: float = 0.0,
     netns: bool = False,
+    spread: bool = True,
 ) -> None:
     """1 worker, then 3: the ratios of the whole run and of its children phase, and the CPU
     budget that bounds the ratio on this machine (or on the emulated hosts)."""
-    kwargs: dict[str, Any] = {"instant_parent": instant_parent, "hosts": hosts, "netns": netns}
+    kwargs: dict[str, Any] = {
+        "instant_parent": instant_parent, "hosts": hosts, "netns": netns, "spread": spread,
+    }  # fmt: skip
     load = os.getloadavg()[0]
     one = workers_on_postgres(1, count, delay, concurrency, **kwargs)
     three = workers_on_postgres(3, count, delay, concurrency, **kwargs)
@@ -391,6 +405,19 @@ def idle_worker(seconds: float = 20.0) -> None:
             proc.communicate(timeout=60)
     print(f"   idle kernos worker: {used:.2f} CPU s in {elapsed:.0f} s "
           f"({used / elapsed * 100:.1f}% of a core; {threads} threads)")  # fmt: skip
+
+
+def _share(url: str, queue: str) -> int | None:
+    """The queue's per-executor limit (DBOS's ``worker_concurrency``) as the system database
+    holds it."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=url, application_name="kernos")
+    try:
+        found = client.retrieve_queue(queue)
+        return found.worker_concurrency if found is not None else None
+    finally:
+        client.destroy()
 
 
 def _keep_alive(server: Any) -> list[int]:
@@ -525,6 +552,7 @@ if __name__ == "__main__":
     parts = _parts(sys.argv)
     hosts = _hosts(sys.argv)
     netns = "--hosts-netns" in sys.argv
+    spread = "--no-spread" not in sys.argv
     on = f", each worker on a host of {hosts:g} CPU" if hosts else ""
     on += " in a network namespace of its own" if netns else ""
     if "1" in parts:
@@ -538,10 +566,10 @@ if __name__ == "__main__":
             run_in_process(engine, 200, 0.2, 60)
     if "3" in parts:
         print(f"3. DBOS on PostgreSQL: one kernos run, children on kernos worker processes{on}")
-        scaling(200, 0.2, 60, hosts=hosts, netns=netns)
+        scaling(200, 0.2, 60, hosts=hosts, netns=netns, spread=spread)
     if "3i" in parts:
         print(f"3i. as 3, the run's own model answering at once (spawning is quick){on}")
-        scaling(200, 0.2, 60, instant_parent=True, hosts=hosts, netns=netns)
+        scaling(200, 0.2, 60, instant_parent=True, hosts=hosts, netns=netns, spread=spread)
     if "idle" in parts:
         print("idle. one kernos worker on PostgreSQL with nothing to do")
         idle_worker()

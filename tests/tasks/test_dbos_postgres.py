@@ -52,9 +52,12 @@ class CountingServer(FakeOpenAIServer):
 
 @contextmanager
 def counting_server(
-    monkeypatch: pytest.MonkeyPatch, host: str = "127.0.0.1"
+    monkeypatch: pytest.MonkeyPatch,
+    host: str = "127.0.0.1",
+    factory: type[CountingServer] = CountingServer,
 ) -> Iterator[CountingServer]:
-    """A :class:`CountingServer` on ``host`` answering each request after 0.3 s."""
+    """A :class:`CountingServer` (or ``factory``'s) on ``host`` answering each request after
+    0.3 s."""
     original = _server._Handler.do_POST
 
     def do_post(handler: Any) -> None:
@@ -66,7 +69,7 @@ def counting_server(
                 fake.done()
 
     monkeypatch.setattr(_server._Handler, "do_POST", do_post)
-    with CountingServer(delay=0.3, host=host) as fake:
+    with factory(delay=0.3, host=host) as fake:
         yield fake
 
 

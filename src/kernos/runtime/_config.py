@@ -142,6 +142,10 @@ class TasksConfig(_Budgeted):
     on_crash: Literal["auto", "resume", "lost"] = "auto"
     #: seconds between executor heartbeats; an executor silent for 3 beats is dead
     heartbeat: float = Field(default=5.0, gt=0)
+    #: ``dbos`` engine: split each model's concurrency among the live executors that serve its
+    #: queue, so a burst of children spreads over the fleet instead of piling up on the first
+    #: executor to poll; false: whichever executor polls first takes all the limit allows
+    spread: bool = True
 
 
 STORE_URL_ENV = "KERNOS_STORE_URL"

@@ -8,6 +8,19 @@
   queue manager polls them from the start (it looks for new queues once a second: a first run's
   children would wait for that scan); a model the config does not name gets its queue on its
   first child, polled within a second.
+- A burst spreads over the executors of its queue (``[tasks] spread``, on by default): each
+  executor may run at most its share of the queue's limit, the limit divided among the live
+  executors that serve the queue, rounded up (:func:`queue_shares`; none for a lone executor
+  or an unbounded queue). The share is DBOS's ``worker_concurrency``, which lives in the
+  queue's row (shared by every process on the database) and which each executor's queue
+  thread reads again before each poll; without it the first executor to poll takes every
+  child the global limit allows and runs them on its own CPU while the others idle. The
+  executor holding the reaper lease recomputes the shares every beat from the executors'
+  heartbeats (each beat says which queues it serves: ``kernos worker --models`` serves only
+  its models', a run with ``run_executes = false`` none), so a share grows once an executor
+  retired or went silent for three beats; every process registers its queues with the shares
+  as they are (a registration without them would lift every executor's cap), a joining
+  executor's counting itself. The reaper's config decides ``spread``.
 - What is a step: each model request of a child (:class:`DurableModel`, its response recorded;
   :class:`DurableLean` on the lean engine, the same record)
   and each call of a tool the child was granted or its agent has (:func:`tool_step`, through the
@@ -192,8 +205,15 @@ class _Launch:
     queues: ClassVar[dict[str, int | None]] = {}
 
     @classmethod
-    def acquire(cls, url: str, listen: Sequence[str] | None, queues: dict[str, int | None]) -> None:
-        """Launch DBOS on ``url`` (or join the running one) and register ``queues``."""
+    def acquire(
+        cls,
+        url: str,
+        listen: Sequence[str] | None,
+        queues: dict[str, int | None],
+        shares: dict[str, int | None],
+    ) -> None:
+        """Launch DBOS on ``url`` (or join the running one) and register ``queues`` (name →
+        global limit) with each executor's ``shares`` of them (see :func:`queue_shares`)."""
         with cls.lock:
             if cls.url is not None and cls.url != url:
                 # DBOS is one per process: a runtime on another store takes it over (only
@@ -201,7 +221,7 @@ class _Launch:
                 log.warning("tasks: DBOS moves from %s to %s in this process", cls.url, url)
                 cls._stop()
             if cls.url is None:
-                _register_queues(url, queues)
+                _register_queues(url, queues, shares)
                 config: DBOSConfig = {
                     "name": APP_NAME,
                     "system_database_url": url,
@@ -219,7 +239,7 @@ class _Launch:
                 cls.queues = dict(queues)
             cls.users += 1
         for name, limit in queues.items():
-            cls.queue(name, limit)
+            cls.queue(name, limit, shares.get(name))
 
     @classmethod
     def release(cls) -> None:
@@ -234,7 +254,12 @@ class _Launch:
         cls.url, cls.users, cls.queues = None, 0, {}
 
     @classmethod
-    def queue(cls, name: str, limit: int | None) -> None:
+    def registered(cls, name: str, limit: int | None) -> bool:
+        with cls.lock:
+            return name in cls.queues and cls.queues[name] == limit
+
+    @classmethod
+    def queue(cls, name: str, limit: int | None, share: int | None = None) -> None:
         """Register (or update) one queue after the launch: one new to the database is polled
         from DBOS's queue manager's next scan for new queues (within a second)."""
         with cls.lock:
@@ -242,12 +267,14 @@ class _Launch:
                 return
             cls.queues[name] = limit
         DBOS.register_queue(
-            name, global_concurrency=limit, polling_interval_sec=POLL_SECONDS,
-            on_conflict="always_update",
+            name, global_concurrency=limit, worker_concurrency=share,
+            polling_interval_sec=POLL_SECONDS, on_conflict="always_update",
         )  # fmt: skip
 
 
-def _register_queues(url: str, queues: dict[str, int | None]) -> None:
+def _register_queues(
+    url: str, queues: dict[str, int | None], shares: dict[str, int | None]
+) -> None:
     """Put ``queues`` in the system database before DBOS launches: its queue manager polls the
     queues it finds at launch from the start, and looks for new ones once a second (a first
     run's children would wait for that scan). DBOS registers queues only once launched, so a
@@ -256,13 +283,15 @@ def _register_queues(url: str, queues: dict[str, int | None]) -> None:
     if not queues:
         return
     try:
-        _register_with_client(url, queues)
+        _register_with_client(url, queues, shares)
     except Exception:  # no tables yet (or the database is unreachable: the migration says so)
         DBOS.migrate(url)
-        _register_with_client(url, queues)
+        _register_with_client(url, queues, shares)
 
 
-def _register_with_client(url: str, queues: dict[str, int | None]) -> None:
+def _register_with_client(
+    url: str, queues: dict[str, int | None], shares: dict[str, int | None]
+) -> None:
     client = DBOSClient(
         system_database_url=url, application_name=APP_NAME, system_database_pool_size=1,
         serializer=DBOSPortableJSONSerializer(), retry_connection_errors=False,
@@ -270,11 +299,51 @@ def _register_with_client(url: str, queues: dict[str, int | None]) -> None:
     try:
         for name, limit in queues.items():
             client.register_queue(
-                name, global_concurrency=limit, polling_interval_sec=POLL_SECONDS,
-                on_conflict="always_update",
+                name, global_concurrency=limit, worker_concurrency=shares.get(name),
+                polling_interval_sec=POLL_SECONDS, on_conflict="always_update",
             )  # fmt: skip
     finally:
         client.destroy()
+
+
+def fair_share(limit: int | None, servers: int) -> int | None:
+    """Each executor's share of a queue's global ``limit`` when ``servers`` live executors serve
+    it: the limit divided among them, rounded up (the shares add up to at least the limit, and
+    the global limit still holds across them); ``None``, no cap of its own, for an unbounded
+    queue or a lone executor, which may use the whole limit."""
+    if limit is None or limit <= 0 or servers <= 1:
+        return None
+    return -(-limit // servers)
+
+
+def queue_shares(
+    limits: dict[str, int | None], serving: Sequence[Sequence[str] | None]
+) -> dict[str, int | None]:
+    """:func:`fair_share` of each queue (name → global limit), given the queues each live
+    executor serves (``None``: every queue)."""
+    return {
+        name: fair_share(limit, sum(1 for queues in serving if queues is None or name in queues))
+        for name, limit in limits.items()
+    }
+
+
+def _set_shares(serving: Sequence[Sequence[str] | None], spread: bool) -> dict[str, int | None]:
+    """Write each kernos queue's per-executor limit (DBOS's ``worker_concurrency``, kept in
+    the queue's row, which every executor's queue thread reads before each poll): its share
+    among ``serving``, or none (``spread`` off). The queues whose limit changed."""
+    changed: dict[str, int | None] = {}
+    for queue in DBOS.list_queues():
+        if not queue.name.startswith(QUEUE_PREFIX):
+            continue
+        try:
+            limit = queue.global_concurrency
+            want = queue_shares({queue.name: limit}, serving)[queue.name] if spread else None
+            if queue.worker_concurrency != want:
+                queue.set_worker_concurrency(want)
+                changed[queue.name] = want
+        except Exception as exc:  # its limit changed meanwhile, say: the next beat sets it
+            log.info("tasks: could not set the share of queue %s: %s", queue.name, exc)
+    return changed
 
 
 async def resume_left(dead: str, store: TaskStore) -> int:
@@ -516,6 +585,7 @@ class DBOSEngine:
         self.remote = remote if remote is not None else (self.run_remote if executes else None)
         self.on_crash = crash_mode(scheduler.config, runtime.config.store_url)
         self.heartbeat = scheduler.config.tasks.heartbeat
+        self.spread = scheduler.config.tasks.spread
         self._beats: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self.executor = executor_id()
@@ -661,9 +731,37 @@ class DBOSEngine:
 
     def _acquire(self) -> None:
         try:
-            _Launch.acquire(self.url, self.listen, self._queues())
+            queues = self._queues()
+            _Launch.acquire(self.url, self.listen, queues, self._shares(queues))
         except BaseException as exc:
             self._boot_error = exc
+
+    def _shares(self, queues: dict[str, int | None]) -> dict[str, int | None]:
+        """Each of ``queues``' shares (:func:`queue_shares`) among the live executors, with this
+        one if it executes (it has not beaten yet), for registering them: the queue's row is
+        every executor's, so a process that registered its queues without them (``kernos
+        run`` too, executing or not) would lift every executor's share, and a joining
+        executor's share holds from its first poll."""
+        if not self.spread:
+            return {}
+        try:
+            serving = self.scheduler.store.serving(self.heartbeat * 3)
+        except Exception as exc:  # the reaper's next beat sets them
+            log.info("tasks: could not read the executors to share the queues: %s", exc)
+            return {}
+        serving.pop(self.executor, None)
+        mine = [self.listen] if self.listen != [] else []
+        return queue_shares(queues, [*serving.values(), *mine])
+
+    async def _spread(self) -> None:
+        """Split each queue's limit among the live executors that serve it (``[tasks]
+        spread``): recomputed every beat by the reaper, so a share grows once an executor
+        retired or went silent for three beats, and shrinks as one joins."""
+        serving = await asyncio.to_thread(self.scheduler.store.serving, self.heartbeat * 3)
+        changed = await asyncio.to_thread(_set_shares, list(serving.values()), self.spread)
+        if changed:
+            servers = len(serving)
+            log.info("tasks: per-executor limits among %d executor(s): %s", servers, changed)
 
     async def ready(
         self, model_name: str | None = None, enqueue: tuple[str, TaskRecord, str] | None = None
@@ -690,7 +788,10 @@ class DBOSEngine:
                 self._watcher = self.loop.create_task(self._watch())
             if model_name is not None:
                 limit = model_limit(self.scheduler.config, model_name) or None
-                await asyncio.to_thread(_Launch.queue, queue_name(model_name), limit)
+                name = queue_name(model_name)
+                if not _Launch.registered(name, limit):
+                    share = await asyncio.to_thread(self._shares, {name: limit})
+                    await asyncio.to_thread(_Launch.queue, name, limit, share.get(name))
             if enqueue is not None:  # under the lock: queued in spawn order (FIFO)
                 wf_id, record, text = enqueue
                 with SetWorkflowID(wf_id):
@@ -1108,17 +1209,23 @@ class DBOSEngine:
         silent for three beats: resumed here (``on_crash = "resume"``) or ``lost``; and end
         ``lost`` the active children whose workflows are gone or ended (:meth:`_sweep`)."""
         store = self.scheduler.store
+        first = True
         while True:
             try:
-                await asyncio.to_thread(store.beat, self.executor)
+                await asyncio.to_thread(store.beat, self.executor, self.listen)
                 silent = self.heartbeat * 3
                 reaps = self.remote is not None  # only an executor can resume what it reaps
                 if reaps and await asyncio.to_thread(store.lease, "reaper", self.executor, silent):
+                    await self._spread()  # first: a beat whose reaping fails still shares
                     for dead in await asyncio.to_thread(store.dead_executors, silent):
                         await self._reap(dead)
                     await self._sweep()
                 else:  # another holds the lease: its sweep counts the graces from now on
                     self._swept = {}
+                    if first and reaps and self.listen != []:
+                        # joined: the reaper may have shared the queues before this beat
+                        await self._spread()
+                first = False
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

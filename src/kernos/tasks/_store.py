@@ -129,6 +129,16 @@ MIGRATIONS = [
         ALTER TABLE tasks ADD COLUMN interrupt_epoch INTEGER NOT NULL DEFAULT 0
         """,
     ),
+    (
+        7,
+        "the queues each executor serves (issue 11)",
+        # a JSON list of DBOS queue names; NULL: every queue (what an executor written before
+        # this column served). The reaper splits each queue's limit among the live executors
+        # that serve it, so a burst of children spreads over the fleet
+        """
+        ALTER TABLE task_executors ADD COLUMN queues TEXT
+        """,
+    ),
 ]
 
 _COLUMNS = frozenset(
@@ -627,19 +637,38 @@ class TaskStore:
             )
         return True
 
-    def beat(self, executor: str) -> None:
-        """This executor is alive now."""
+    def beat(self, executor: str, queues: Sequence[str] | None = None) -> None:
+        """This executor is alive now, serving ``queues`` (``None``: every queue)."""
         self.flush()
         now = time.time()
+        served = None if queues is None else json.dumps(sorted(queues))
         with self.store.transaction() as conn:
             cursor = conn.execute(
-                "UPDATE task_executors SET beat_at = ? WHERE id = ?", (now, executor)
+                "UPDATE task_executors SET beat_at = ?, queues = ? WHERE id = ?",
+                (now, served, executor),
             )
             if not cursor.rowcount:
                 conn.execute(
-                    "INSERT INTO task_executors (id, beat_at, started_at) VALUES (?, ?, ?)",
-                    (executor, now, now),
+                    "INSERT INTO task_executors (id, beat_at, started_at, queues) "
+                    "VALUES (?, ?, ?, ?)",
+                    (executor, now, now, served),
                 )
+
+    def serving(self, within: float) -> dict[str, list[str] | None]:
+        """The executors that beat within the last ``within`` seconds, each with the queues it
+        serves (``None``: every queue; so too a column that does not read as a list of names)."""
+        rows = self.store.query(
+            "SELECT id, queues FROM task_executors WHERE beat_at >= ?", (time.time() - within,)
+        )
+        served: dict[str, list[str] | None] = {}
+        for row in rows:
+            try:
+                names = json.loads(row["queues"]) if row["queues"] is not None else None
+            except ValueError:
+                names = None
+            ok = isinstance(names, list) and all(isinstance(n, str) for n in names)
+            served[row["id"]] = names if ok else None
+        return served
 
     def retire(self, executor: str) -> None:
         """``executor`` stops: its heartbeat and leases go, so another executor's reaper takes
