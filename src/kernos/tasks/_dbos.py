@@ -6,8 +6,9 @@
   process on the same system database (``kernos run``, ``kernos worker``) shares it. Polled every
   0.1 s. The queues of the models the config names are registered before DBOS launches, so its
   queue manager polls them from the start (it looks for new queues once a second: a first run's
-  children would wait for that scan); a model the config does not name gets its queue on its
-  first child, polled within a second.
+  children would wait for that scan); in a process that executes no child, just after (its
+  queue manager polls none); a model the config does not name gets its queue on its first
+  child, polled within a second.
 - What is a step: each model request of a child (:class:`DurableModel`, its response recorded;
   :class:`DurableLean` on the lean engine, the same record)
   and each call of a tool the child was granted or its agent has (:func:`tool_step`, through the
@@ -190,7 +191,13 @@ class _Launch:
                 log.warning("tasks: DBOS moves from %s to %s in this process", cls.url, url)
                 cls._stop()
             if cls.url is None:
-                _register_queues(url, queues)
+                # a process that dequeues nothing (a ``kernos run`` with ``run_executes =
+                # false``) registers them once launched, on DBOS's own pool: its queue manager
+                # polls none of them, and a client of their own cost it ~0.1 s before DBOS was
+                # ready (a connection pool opened and closed)
+                early = listen is None or bool(listen)
+                if early:
+                    _register_queues(url, queues)
                 config: DBOSConfig = {
                     "name": APP_NAME,
                     "system_database_url": url,
@@ -205,7 +212,7 @@ class _Launch:
                     DBOS.listen_queues(list(listen))
                 DBOS.launch()
                 cls.url = url
-                cls.queues = dict(queues)
+                cls.queues = dict(queues) if early else {}
             cls.users += 1
         for name, limit in queues.items():
             cls.queue(name, limit)
