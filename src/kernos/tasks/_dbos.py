@@ -1099,13 +1099,20 @@ class DBOSEngine:
 
     async def _recorded(self, wf_ids: Sequence[str], timeout: float = 10.0) -> None:
         """Wait until each workflow's body has recorded its outcome (it does so just after the
-        run ended), so closing DBOS does not cut it short."""
+        run ended), so closing DBOS does not cut it short. One read of DBOS per 500 workflows
+        still unrecorded, not one each: a run that executed 200 children spent 0.7 s of its
+        end reading their statuses one by one (on PostgreSQL)."""
         deadline = time.monotonic() + timeout
-        for wf_id in wf_ids:
-            while time.monotonic() < deadline:
-                status = await DBOS.get_workflow_status_async(wf_id)
-                if status is None or status.status not in ("PENDING", "ENQUEUED"):
-                    break
+        left = sorted(set(wf_ids))
+        while left and time.monotonic() < deadline:
+            found: list[Any] = []
+            for at in range(0, len(left), _WORKFLOWS_AT_ONCE):
+                found += await DBOS.list_workflows_async(
+                    workflow_ids=left[at : at + _WORKFLOWS_AT_ONCE],
+                    load_input=False, load_output=False,
+                )  # fmt: skip
+            left = sorted(w.workflow_id for w in found if w.status in ("PENDING", "ENQUEUED"))
+            if left:
                 await asyncio.sleep(0.02)
 
     async def _cancel_workflow(self, wf_id: str) -> None:

@@ -1,0 +1,70 @@
+"""The end of a run on the DBOS engine (issue 11, its fixed costs): closing waits for the
+children's workflows to record their outcomes with one read of DBOS for all of them, then
+deletes their records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tasks_helpers import agent_is
+from test_dbos import use_dbos
+
+from kernos.runtime import Runtime, load_config
+from kernos.tasks import TaskManager
+from kernos.testing import FakeOpenAIServer, text
+
+CHILDREN = 4
+
+
+async def test_closing_reads_the_finished_workflows_at_once_then_deletes_them(
+    project: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that executed 200 children read their statuses one by one as it closed: 0.7 s of
+    its end on PostgreSQL. One read (two when the last body is still recording) does."""
+    from dbos import DBOS, DBOSClient
+
+    use_dbos(project)
+    server.script(text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True))
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    closing = False
+    reads: list[str] = []
+    one, many = DBOS.get_workflow_status_async, DBOS.list_workflows_async
+
+    async def read_one(workflow_id: str) -> Any:
+        if closing:
+            reads.append(workflow_id)
+        return await one(workflow_id)
+
+    async def read_many(**kwargs: Any) -> Any:
+        if closing:
+            reads.append(",".join(kwargs.get("workflow_ids") or []))
+        return await many(**kwargs)
+
+    monkeypatch.setattr(DBOS, "get_workflow_status_async", read_one)
+    monkeypatch.setattr(DBOS, "list_workflows_async", read_many)
+    try:
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        calls = [{"prompt": f"Survey part {n}.", "subagent_type": "explore"}
+                 for n in range(CHILDREN)]  # fmt: skip
+        records = [
+            record
+            for call in calls
+            for record in manager.spawn(session, manager.resolve(call, session), background=True)
+        ]
+        assert await manager.wait(records, timeout=60)
+        assert [r.status for r in records] == ["completed"] * CHILDREN
+        closing = True
+    finally:
+        await manager.aclose(wait=True)
+        runtime.close()
+    assert 1 <= len(reads) < CHILDREN, reads
+    client = DBOSClient(system_database_url=f"sqlite:///{project / '.kernos'}/dbos.sqlite")
+    try:
+        left = client.list_workflows(workflow_ids=[r.id for r in records], load_input=False)
+    finally:
+        client.destroy()
+    assert left == []  # deleted once recorded
