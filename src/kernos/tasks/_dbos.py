@@ -214,8 +214,12 @@ class _Launch:
                 cls.url = url
                 cls.queues = dict(queues) if early else {}
             cls.users += 1
-        for name, limit in queues.items():
-            cls.queue(name, limit)
+        try:
+            for name, limit in queues.items():
+                cls.queue(name, limit)
+        except BaseException:  # this engine does not start: DBOS is not left launched for it
+            cls.release()
+            raise
 
     @classmethod
     def release(cls) -> None:
