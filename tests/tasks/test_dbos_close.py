@@ -4,12 +4,13 @@ deletes their records; an engine whose queues DBOS refuses does not leave DBOS l
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
-from test_dbos import use_dbos
+from test_dbos import start, use_dbos
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -98,3 +99,40 @@ async def test_an_engine_whose_queue_is_refused_does_not_leave_dbos_launched(
         while _dbos._Launch.url is not None:  # broken: not for the next test to inherit
             _dbos._Launch.release()
     assert left is None
+
+
+@pytest.mark.postgres
+async def test_a_follower_on_postgres_reads_a_status_change_when_it_commits(
+    project: Path,
+    server: FakeOpenAIServer,
+    fresh_postgres_url: str,
+    procs: list[subprocess.Popen[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run learns that a worker took its child, and that the child ended, from the store's
+    notification when the worker's update commits, not at its next poll: with the poll made
+    an hour long, the child is still followed to its end and its notice delivered once. (The
+    last child's end reached the run up to a poll, 0.25 s, late: part of every run's end.)"""
+    from kernos.tasks import _dbos
+
+    use_dbos(project, run_executes="false")
+    monkeypatch.setenv("KERNOS_STORE_URL", fresh_postgres_url)
+    monkeypatch.setattr(_dbos, "FOLLOW_SECONDS", 3600.0)
+    server.script(text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True))
+    worker = start(project, server, "worker")
+    procs.append(worker)
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        call = {"prompt": "Survey.", "subagent_type": "explore"}
+        (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
+        assert await manager.wait([record], timeout=60), "the end never reached the follower"
+        assert record.status == "completed" and record.final_text == "the survey"
+        assert record.executor not in (None, _dbos.executor_id())  # the worker ran it
+        row = manager.store.get(record.id)
+        assert row is not None and row["notified_epoch"] == 1  # its notice claimed, once
+    finally:
+        await manager.aclose(wait=False)  # its child ended (or the test failed: not waited)
+        runtime.close()

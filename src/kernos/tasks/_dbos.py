@@ -109,7 +109,7 @@ from kernos.runtime._lean_wire import Reply
 from kernos.tasks._engine import crash_mode, model_limit
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
 from kernos.tasks._steps import ToolRecord, stepped
-from kernos.tasks._store import executor_id
+from kernos.tasks._store import STATUS_CHANNEL, executor_id
 
 if TYPE_CHECKING:
     from kernos.boundary import ToolSpec
@@ -135,8 +135,11 @@ ContextItems = list[tuple[contextvars.ContextVar[Any], Any]]
 Admission = tuple[ContextItems, "asyncio.Future[str]"] | None
 #: runs another process's child here: (task id, first message, epoch, context) → end status
 RemoteRun = Callable[[str, str, int, ContextItems], Awaitable[str]]
-#: how often the store is read for children other processes run, and heartbeats' reaper
+#: how often the store is read for children other processes run, and heartbeats' reaper; on
+#: PostgreSQL as soon as one's status changes (:data:`STATUS_CHANNEL`), at most once per
+#: ``FOLLOW_MIN_SECONDS``
 FOLLOW_SECONDS = 0.25
+FOLLOW_MIN_SECONDS = 0.05
 #: a followed child's end: its row and whether this process claimed its notice (``None``: the
 #: row is gone)
 Ended = tuple[dict[str, Any], bool] | None
@@ -509,6 +512,8 @@ class DBOSEngine:
         #: children handed to this process to run, waiting for the next take (by task id)
         self._to_take: dict[str, list[asyncio.Future[dict[str, Any] | None]]] = {}
         self._taker: asyncio.Task[None] | None = None
+        #: set to have :meth:`_watch` read the store now (a status change was announced)
+        self._heard: asyncio.Event | None = None
         self._finished: list[str] = []
         self.stopping = False  # :meth:`leave` was called: no new child starts here
         #: the workflows this process queued whose admission it still waits for
@@ -739,8 +744,38 @@ class DBOSEngine:
         waits on: resolve the admission of each queued child another process has taken, and
         mirror each child another process runs (:meth:`_follow`) until its run ends."""
         store = self.scheduler.store
+        loop = asyncio.get_running_loop()
+        heard = self._heard = asyncio.Event()
+
+        def notified() -> None:  # (the listener's thread)
+            with contextlib.suppress(RuntimeError):  # the loop closed
+                loop.call_soon_threadsafe(heard.set)
+
+        opening = asyncio.ensure_future(
+            asyncio.to_thread(store.store.listen, STATUS_CHANNEL, notified)
+        )
+        try:
+            with contextlib.suppress(Exception):  # said just below: polled only
+                await asyncio.shield(opening)
+            if opening.done() and opening.exception() is not None:
+                log.warning("tasks: cannot listen for status changes: %s", opening.exception())
+            await self._follow_store(heard)
+        finally:
+            stop = None
+            with contextlib.suppress(Exception):  # stopped while it opened: once it is open
+                stop = await asyncio.shield(opening)
+            if stop is not None:
+                await asyncio.shield(asyncio.to_thread(stop))
+
+    async def _follow_store(self, heard: asyncio.Event) -> None:
+        store = self.scheduler.store
         while True:
-            await asyncio.sleep(FOLLOW_SECONDS)
+            # a status change another process committed (PostgreSQL) cuts the wait short, but
+            # the store is read at most once per FOLLOW_MIN_SECONDS
+            await asyncio.sleep(FOLLOW_MIN_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(heard.wait(), FOLLOW_SECONDS - FOLLOW_MIN_SECONDS)
+            heard.clear()
             waiting = {wf: fut for wf, fut in self._admissions.items() if not fut.done()}
             followed = {i: f for i, f in self._followed.items() if not f[1].done()}
             if not waiting and not followed:
@@ -919,6 +954,8 @@ class DBOSEngine:
         assert self.loop is not None
         ended: asyncio.Future[Ended] = self.loop.create_future()
         self._followed[record.id] = (record, ended)
+        if self._heard is not None:  # read at once: its status changed before it was followed
+            self._heard.set()
         try:
             outcome = await ended
         finally:
