@@ -18,7 +18,7 @@ import pytest
 
 #: runs argv[2:] as ``kernos ...`` and writes {"exit", "modules"} as JSON to argv[1]
 PROBE = """
-import json, sys
+import gc, json, sys
 from kernos.cli import main
 
 report, sys.argv = sys.argv[1], ["kernos", *sys.argv[2:]]
@@ -29,7 +29,8 @@ except SystemExit as exc:
     code = exc.code or 0
 modules = sorted({name.partition(".")[0] for name in sys.modules})
 with open(report, "w", encoding="utf-8") as out:
-    json.dump({"exit": code, "modules": modules, "full": sorted(sys.modules)}, out)
+    json.dump({"exit": code, "modules": modules, "full": sorted(sys.modules),
+               "frozen": gc.get_freeze_count()}, out)
 """
 
 #: what only a command that talks to a model (or sends through such a channel) may load
@@ -154,6 +155,23 @@ def test_task_commands_read_the_store_without_the_config_models(
     assert loaded["exit"] == 0
     assert sorted(set(loaded["full"]) & NOT_FOR_THE_STORE) == []
     assert sorted(set(loaded["modules"]) & (MODEL_STACK | CHANNEL_CLIENTS)) == []
+
+
+@pytest.mark.parametrize("args", [("--version",), ("run", " ")], ids=" ".join)
+def test_a_command_leaves_what_it_made_to_the_os_at_exit(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # the interpreter's collections at exit walk every object the command made (pydantic-ai,
+    # the provider SDKs, DBOS): half a second of each `kernos run`'s end. Frozen once the
+    # command is over, whatever its exit (an error too), they are not walked
+    report = tmp_path / "modules.json"
+    subprocess.run(
+        [sys.executable, "-c", PROBE, str(report), *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    loaded = json.loads(report.read_text(encoding="utf-8"))
+    assert loaded["exit"] == (0 if args == ("--version",) else 2)
+    assert loaded["frozen"] > 0
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

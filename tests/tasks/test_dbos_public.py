@@ -121,6 +121,48 @@ async def test_a_first_run_s_queues_are_in_the_database_when_dbos_launches(
     assert at_launch == [{queue_name(MODEL), queue_name("openai-chat:chosen")}]
 
 
+async def test_a_process_that_executes_nothing_registers_its_queues_once_launched(
+    project: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``kernos run`` with ``run_executes = false`` polls none of the queues: it does not
+    open a client of its own to put them in the database before the launch (a connection
+    pool opened and closed, ~0.1 s before DBOS is ready, on PostgreSQL); they are there, with
+    the model's limit, once the engine is ready, before its first child is queued."""
+    from dbos import DBOS, DBOSClient
+
+    from kernos.tasks._dbos import queue_name
+
+    use_dbos(project, run_executes="false")
+    home = project / ".kernos"
+    at_launch: list[dict[str, int | None]] = []
+    launch = DBOS.launch
+
+    def queues() -> dict[str, int | None]:
+        client = DBOSClient(system_database_url=f"sqlite:///{home}/dbos.sqlite")
+        try:
+            return {q.name: q.global_concurrency for q in client.list_queues()}
+        except Exception:  # no tables yet: no queue either
+            return {}
+        finally:
+            client.destroy()
+
+    def watched_launch() -> None:
+        at_launch.append(queues())
+        launch()
+
+    monkeypatch.setattr(DBOS, "launch", watched_launch)
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        await manager.engine.ready()  # type: ignore[attr-defined]
+        ready = queues()
+    finally:
+        await manager.aclose(wait=False)
+        runtime.close()
+    assert at_launch == [{}]
+    assert ready == {queue_name(MODEL): 5}  # [tasks] concurrency of the test config
+
+
 @pytest.mark.slow
 async def test_a_dead_executor_s_child_is_resumed_on_its_model_s_queue_by_any_of_its_workers(
     project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]

@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -333,6 +333,52 @@ class Store:
             self._executor = None
         with self._lock:
             self._conn.close()
+
+    def listen(self, channel: str, heard: Callable[[], None]) -> Callable[[], None] | None:
+        """PostgreSQL: call ``heard()`` at each notification on ``channel`` (``pg_notify``,
+        delivered when the transaction that sent it commits), from a connection and a thread of
+        their own; returns what stops them (it wakes the thread: no wait for a timeout). SQLite
+        has no notifications: ``None``, and the caller polls.
+
+        Raises:
+            psycopg.Error: the listening connection could not be opened.
+        """
+        if not isinstance(self._dialect, PostgresDialect):
+            return None
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", channel):
+            raise ValueError(f"not a channel name: {channel!r}")
+        conn = self._dialect.connect()
+        try:
+            conn.execute(f"LISTEN {channel}")
+        except BaseException:
+            conn.close()
+            raise
+        stopping = threading.Event()
+
+        def run() -> None:
+            try:
+                while not stopping.is_set():
+                    for _ in conn.notifies(timeout=5.0, stop_after=1):
+                        if not stopping.is_set():
+                            heard()
+            except Exception as exc:  # the caller's poll goes on without it
+                if not stopping.is_set():
+                    log.warning("store: stopped listening on %s: %s", channel, exc)
+            finally:
+                conn.close()
+
+        thread = threading.Thread(target=run, name=f"kernos-listen-{channel}", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopping.set()
+            try:  # wakes the thread now, not at its timeout
+                self.query("SELECT pg_notify(?, '')", (channel,))
+            except Exception as exc:
+                log.debug("store: could not wake the listener on %s: %s", channel, exc)
+            thread.join(timeout=10.0)
+
+        return stop
 
     def _connection(self) -> Any:
         """The open connection; a PostgreSQL connection that broke (server restart, network) is

@@ -197,6 +197,10 @@ _OWNER_PID = os.getpid()
 _OWNER_STARTED = process_start(_OWNER_PID)
 
 
+#: the PostgreSQL channel a task's status change is announced on (its id), when it commits
+STATUS_CHANNEL = "kernos_task_status"
+
+
 class TaskStore:
     """Task rows and their events in the runtime's store, SQLite or PostgreSQL (migration
     namespace ``tasks``)."""
@@ -245,6 +249,10 @@ class TaskStore:
         sets = ", ".join(f"{key} = ?" for key in fields)
         where = "id = ?" + (_STILL_ACTIVE if if_active else "")
         self._write(f"UPDATE tasks SET {sets} WHERE {where}", [*fields.values(), task_id])
+        if "status" in fields and self.store.dialect == "postgres":
+            # with the update's commit: a process following the task reads it now, not at its
+            # next poll (the DBOS engine's follower, see STATUS_CHANNEL)
+            self._write("SELECT pg_notify(?, ?)", [STATUS_CHANNEL, task_id])
 
     def event(
         self, task_id: str, kind: str, payload: dict[str, Any], *, key: str | None = None
