@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +86,18 @@ def parent(rt: Runtime, manager: TaskManager) -> Session:
 
 
 async def settle() -> None:
+    """A moment for what should NOT happen to show (a child admitted beyond the limit, a
+    notice): what must happen is waited for with :func:`until`."""
     # the DBOS engine admits a child at its queue's next poll, after DBOS's launch
     await asyncio.sleep(1.5 if os.environ.get("KERNOS_TASK_ENGINE") == "dbos" else 0.1)
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Wait for ``check`` to hold (a loaded machine may take seconds to launch DBOS)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.02)
 
 
 async def test_concurrency_limit_queues_fifo_and_reports_positions(
@@ -108,12 +118,13 @@ async def test_concurrency_limit_queues_fifo_and_reports_positions(
     ]  # fmt: skip
     d = manager.find(session, "d")
     assert d is not None and manager.queue_position(d) == 2
+    await until(lambda: len(gates.started) >= 2, "two children reach the model")
     await settle()
     # a and b are admitted together: which reaches the model first is up to the engine (DBOS
     # starts the runs one poll dequeues side by side); admission is FIFO, so c goes before d
     assert sorted(gates.started) == ["a", "b"]
     gates.open("b")
-    await settle()
+    await until(lambda: len(gates.started) >= 3, "a third child reaches the model")
     await asyncio.sleep(0.05)
     assert sorted(gates.started[:2]) == ["a", "b"] and gates.started[2:] == ["c"]
     for key in "acd":
@@ -128,7 +139,7 @@ async def test_cancel_stops_the_child_and_sends_no_notice(rt: Runtime, gates: Ga
     session = parent(rt, manager)
     await call(session, "task", {"prompt": "GATE:x", "category": "quick", "name": "x",
                                  "run_in_background": True})  # fmt: skip
-    await settle()
+    await until(lambda: gates.started == ["x"], "x reaches the model")
     answer = await call(session, "task_cancel", {"name": "x", "reason": "changed my mind"})
     record = manager.find(session, "x")
     assert record is not None
@@ -168,7 +179,7 @@ async def test_interrupt_task_output_and_unknown_names(rt: Runtime, gates: Gates
     session = parent(rt, manager)
     await call(session, "task", {"prompt": "GATE:i", "subagent_type": "explore", "name": "i",
                                  "run_in_background": True})  # fmt: skip
-    await settle()
+    await until(lambda: gates.started == ["i"], "i reaches the model")
     record = manager.find(session, "i")
     assert record is not None
     sent = await call(session, "task_send", {"to": "i", "message": "also this"})
