@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -131,6 +132,30 @@ async def test_concurrency_limit_queues_fifo_and_reports_positions(
         gates.open(key)
     await manager.wait_all()
     assert {r.status for r in manager.children(session)} == {TaskStatus.COMPLETED}
+    await manager.aclose()
+
+
+@pytest.mark.skipif(
+    os.environ.get("KERNOS_TASK_ENGINE") == "dbos",
+    reason="on the DBOS engine a queued child has no executor until a process dequeues it",
+)
+async def test_a_child_shown_running_names_its_executor_in_the_same_write(
+    rt: Runtime, gates: Gates
+) -> None:
+    # the local engine marks a child running as it spawns it, in this process: a crash between
+    # a write of the status and one of the executor left a running row naming no executor
+    manager = TaskManager(rt)
+    session = parent(rt, manager)
+    await call(session, "task", {"prompt": "GATE:e", "category": "quick", "name": "e",
+                                 "run_in_background": True})  # fmt: skip
+    record = manager.find(session, "e")
+    assert record is not None
+    manager.store.flush()
+    row = manager.store.get(record.id)
+    assert row is not None and row["status"] == "running"
+    assert row["executor"] == f"{socket.gethostname()}:{os.getpid()}"
+    gates.open("e")
+    await manager.wait_all()
     await manager.aclose()
 
 

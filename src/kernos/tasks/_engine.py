@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kernos.tasks._state import SETTLED, TaskStatus
+from kernos.tasks._store import executor_id
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -175,6 +176,8 @@ class LocalEngine:
         # a free slot is taken now, so the caller already sees the child running
         queued = self._slots_for(record.model_name).reserve(record)
         if queued is None:
+            # this process runs it: the running row names it in the same write
+            record.executor = executor_id()
             self.scheduler.mark_running(record)
         elif record.status in SETTLED:
             self.scheduler._move(record, TaskStatus.PENDING)

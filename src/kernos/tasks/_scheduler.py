@@ -268,6 +268,8 @@ class TaskScheduler:
         fields: dict[str, Any] = {"status": str(target), "run_epoch": record.run_epoch}
         if target == TaskStatus.RUNNING:
             fields["started_at"] = record.started_at
+            if record.executor:  # known when the run is admitted here (the local engine)
+                fields["executor"] = record.executor
         ends = target in SETTLED or target in FINAL
         if ends:
             fields.update(
