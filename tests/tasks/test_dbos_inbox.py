@@ -118,6 +118,78 @@ def test_takes_racing_sends_lose_nothing_and_take_nothing_twice(store_target: st
         store.store.close()
 
 
+def test_a_send_replayed_under_its_key_is_stored_once(store_target: str) -> None:
+    """A durable run resumed after a crash makes a ``task_send`` whose message committed again,
+    under the same key: the inbox keeps the first, and the answer is its place as before (1
+    once it was taken). Other keys, and sends with none, are stored each time."""
+    store = Store(store_target)
+    tasks = TaskStore(store)
+    try:
+        tasks.insert(task_row("t_1"))
+        tasks.insert(task_row("t_2"))
+        assert tasks.send("t_1", "first", key="wf:3") == 1
+        assert tasks.send("t_1", "first", key="wf:3") == 1  # the replay: nothing new
+        assert tasks.send("t_1", "second", key="wf:5") == 2  # another step's
+        assert tasks.send("t_1", "second", key="wf:5") == 2
+        assert tasks.send("t_1", "first", key="wf:3") == 1  # still its place, not the last
+        assert tasks.send("t_2", "other", key="wf:3") == 1  # a key is per task
+        assert [tasks.send("t_1", "plain") for _ in range(2)] == [3, 4]  # no key: each stored
+        assert tasks.take_messages("t_1", 1, 1)[0] == ["first", "second", "plain", "plain"]
+        assert tasks.send("t_1", "second", key="wf:5") == 1  # taken: a replay reads 1
+        assert tasks.take_messages("t_1", 1, 2)[0] == []  # and is not given again
+        tasks.update("t_1", status="completed")
+        assert tasks.send("t_1", "first", key="wf:3") == 1  # it ended since: as the first said
+        assert tasks.send("t_1", "late", key="wf:9") is None  # a new send to it: not stored
+        assert tasks.take_messages("t_2", 1, 1)[0] == ["other"]
+        assert store.query("SELECT COUNT(*) FROM task_inbox")[0][0] == 5
+    finally:
+        store.close()
+
+
+def test_senders_racing_with_one_key_store_one_message(store_target: str) -> None:
+    """A run's replay and its first attempt (two processes) sending under the same key at
+    once, each on a connection of its own: one message, and both answers say where it is."""
+    setup = TaskStore(Store(store_target))
+    setup.insert(task_row("t_1"))
+    setup.flush()
+    stores = [TaskStore(Store(store_target)) for _ in range(3)]
+    keys = 20
+
+    def work(n: int, store: TaskStore) -> list[int | None]:
+        return [store.send("t_1", f"message {k}", key=f"wf:{k}") for k in range(keys)]
+
+    answers = race(stores, work)
+    assert answers[0] == answers[1] == answers[2] == list(range(1, keys + 1))
+    assert setup.take_messages("t_1", 1, 1)[0] == [f"message {k}" for k in range(keys)]
+    for store in [setup, *stores]:
+        store.store.close()
+
+
+def test_messages_stored_before_send_keys_stay_readable(store_target: str) -> None:
+    """A store at migration 7 with messages waiting: migration 8 keeps them (no key), and
+    keyed sends follow them."""
+    from kernos.tasks._store import MIGRATIONS
+
+    store = Store(store_target)
+    store.migrate("tasks", MIGRATIONS[:7])
+    store.execute(
+        "INSERT INTO tasks (id, parent_session, target_kind, target, model, status, residency,"
+        " created_at, updated_at, engine) VALUES ('t_1', 's_1', 'agent', 'explore', 'm',"
+        " 'running', 'resident', 0, 0, 'dbos')"
+    )
+    store.execute(
+        "INSERT INTO task_inbox (task_id, seq, message, created_at) VALUES ('t_1', 1, 'old', 0)"
+    )
+    tasks = TaskStore(store)
+    try:
+        assert store.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert tasks.send("t_1", "new", key="wf:1") == 2
+        assert tasks.send("t_1", "new", key="wf:1") == 2
+        assert tasks.take_messages("t_1", 1, 1)[0] == ["old", "new"]
+    finally:
+        store.close()
+
+
 def test_an_interrupt_is_asked_of_the_executor_of_that_run_only(store_target: str) -> None:
     store = Store(store_target)
     tasks = TaskStore(store)

@@ -194,6 +194,89 @@ async def test_a_child_gets_its_grandchild_s_notice_from_its_inbox(
         runtime.close()
 
 
+async def test_a_child_s_task_send_is_keyed_by_its_step_and_stored_once_on_a_replay(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    """The child's ``task_send`` to its running grandchild is a DBOS step: its message is in the
+    inbox under the key of that step (workflow id and step id, what a resumed run replays the
+    step under), and the same send again under that key, as a run resumed after a crash
+    between the commit and the step's record makes it, stores nothing: the grandchild reads the
+    message once."""
+    from dbos import DBOS
+
+    from kernos.tasks._dbos import workflow_id
+
+    (project / "kernos.toml").write_text(CONFIG.replace("openai-chat:quick", "openai-chat:test"))
+    grand_asked, checked, delivered = threading.Event(), threading.Event(), threading.Event()
+    follow_up = "Also count the docs."
+    server.script(
+        tool_call("task", grandchild(True), when=agent_is("EXPLORE-AGENT", "Survey the")),
+        tool_call(
+            "task_send",
+            {"to": "count", "message": follow_up},
+            when=agent_is("EXPLORE-AGENT", "Started task"),
+            hold=grand_asked,
+        ),
+        text("Survey done.", when=agent_is("EXPLORE-AGENT", "task completion")),
+        text("Waiting for the count.", when=agent_is("EXPLORE-AGENT"), hold=delivered),
+        text("7 tests.", when=agent_is("QUICK-WORKER", "Count the tests."), hold=checked),
+        text("7 tests, 2 docs.", when=agent_is("QUICK-WORKER", follow_up)),
+    )
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    reader = Reader(project)
+    other = TaskStore(Store(project / ".kernos" / "kernos.db"))
+    try:
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        (child,) = manager.spawn(session, manager.resolve(CHILD, session), background=True)
+        deadline = time.monotonic() + 60
+        while not asked(server, "QUICK-WORKER"):  # the grandchild runs: its first prompt waits
+            assert time.monotonic() < deadline, f"the grandchild never asked: {server}"
+            await asyncio.sleep(0.05)
+        grand_asked.set()
+        (count,) = [g for g in manager.records.values() if g.depth == 2]
+        sent: list[dict[str, Any]] = []
+        while not sent:
+            sent = reader.query("SELECT * FROM task_inbox WHERE task_id = ?", (count.id,))
+            assert time.monotonic() < deadline, f"the message never came: {server}"
+            await asyncio.sleep(0.05)
+        ((message,),) = [(r["message"],) for r in sent]
+        assert message == follow_up
+        key = sent[0]["send_key"]
+        assert key is not None, "a send of a durable run carries its step's key"
+        wf_id, step = key.rsplit(":", 1)
+        assert wf_id == workflow_id(child.id, 1)
+        names: dict[int, str] = {}
+        while int(step) not in names:  # DBOS records the step after the commit
+            steps = await DBOS.list_workflow_steps_async(wf_id, load_output=False)
+            names = {s["function_id"]: s["function_name"] for s in steps}
+            assert time.monotonic() < deadline, f"no step {step} in {names}"
+            await asyncio.sleep(0.05)
+        assert names[int(step)] == "tool:task_send"
+        # the resumed run's send of that step: nothing new, the same answer
+        assert other.send(count.id, follow_up, key) == 1
+        assert len(inbox(reader, count.id)) == 1
+        checked.set()
+        while not (count.status == "completed" and inbox(reader, child.id)):
+            assert time.monotonic() < deadline, f"the grandchild never reported: {server}"
+            await asyncio.sleep(0.05)
+        delivered.set()
+        assert await manager.wait([child], timeout=60)
+        assert child.status == "completed" and count.final_text == "7 tests, 2 docs."
+        (second,) = [r for r in server.requests if agent_is("QUICK-WORKER", follow_up)(r)]
+        assert text_of(last(second)).count(follow_up) == 1
+        assert asked(server, "QUICK-WORKER") == 2
+    finally:
+        grand_asked.set()
+        checked.set()
+        delivered.set()
+        other.store.close()
+        reader.close()
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
 # -- kill -9 of the worker running the child: real processes ------------------------------------
 def kill_the_child_s_worker(
     project: Path,

@@ -51,7 +51,9 @@
   its result is kept once, and its result is written when the resumed run gets it. A revived
   run (``EPOCH`` > 1) rebuilt on a worker continues from the turns of the runs before it.
 - Follow-ups are not steps either, and need no step: ``task_send`` to an active child puts the
-  message in the store's inbox (committed before the tool answers), and the run, wherever it
+  message in the store's inbox (committed before the tool answers; a send from a durable run
+  under its step's key, :meth:`DBOSEngine.send_key`, so a resumed run that makes it again
+  stores nothing new), and the run, wherever it
   executes, takes its messages after each prompt from there, under the key ``EPOCH:mN`` (its
   N-th take): a take returns what was already taken under its key, else marks and returns
   every message not taken yet, in send order, so a replayed run gets exactly the follow-ups
@@ -677,6 +679,16 @@ class DBOSEngine:
             "t_" + hashlib.sha256(f"{wf_id}:{step}:{n}:{salt}".encode()).hexdigest()[:8]
             for n in range(count)
         ]
+
+    def send_key(self) -> str | None:
+        """The key of a ``task_send`` that a durable run makes now (:meth:`TaskStore.send`):
+        its step's workflow and step id, the same on every replay of the step, so a send whose
+        message committed before a crash, run again by the resumed run, is not stored twice
+        (``None`` outside a step of a workflow: every send is stored)."""
+        wf_id, step = DBOS.workflow_id, DBOS.step_id
+        if wf_id is None or step is None:
+            return None
+        return f"{wf_id}:{step}"
 
     def queue_position(self, record: TaskRecord) -> int | None:
         waiting = [r for r in self._order if r.model_name == record.model_name]

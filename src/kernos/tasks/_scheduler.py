@@ -221,12 +221,17 @@ class TaskScheduler:
         messages it has not read yet, or ``None`` when its run ended meanwhile (another process
         ran it; nothing is delivered). A run the engine may replay reads it from the store's
         inbox (committed before this returns), wherever it executes; otherwise from its
-        session's queue."""
+        session's queue. A send made in a step of a durable run is stored once, however often
+        the step is replayed (the engine's ``send_key``)."""
         if not getattr(self.engine, "replays", False):
             assert record.session is not None
             record.session.inject(message)
             return record.session.pending_messages
-        return await asyncio.to_thread(self.store.send, record.id, message)
+        # a send of a durable run carries its step's key, so a replay of the step after a crash
+        # (the message committed, the step not recorded) does not deliver it again
+        draw = getattr(self.engine, "send_key", None)
+        key = draw() if draw is not None else None
+        return await asyncio.to_thread(self.store.send, record.id, message, key)
 
     async def _take_messages(
         self, record: TaskRecord, session: Session, ordinal: int

@@ -139,6 +139,18 @@ MIGRATIONS = [
         ALTER TABLE task_executors ADD COLUMN queues TEXT
         """,
     ),
+    (
+        8,
+        "send keys of durable runs (issue 11)",
+        # a task_send from a durable run commits its message before DBOS records the step: a
+        # run resumed after a crash there sends it again, under the same key (the calling
+        # step's workflow and step id), and the inbox keeps the first; sends outside a durable
+        # run have none (NULLs never collide)
+        """
+        ALTER TABLE task_inbox ADD COLUMN send_key TEXT;
+        CREATE UNIQUE INDEX task_inbox_send_key ON task_inbox(task_id, send_key)
+        """,
+    ),
 ]
 
 _COLUMNS = frozenset(
@@ -491,18 +503,38 @@ class TaskStore:
         return True
 
     # -- the inbox of durable runs (the DBOS engine) -------------------------------------------
-    def send(self, task_id: str, message: str) -> int | None:
+    def send(self, task_id: str, message: str, key: str | None = None) -> int | None:
         """Put ``message`` in the inbox of an active task, committed now; its place among the
         messages not taken yet (1: the first), or ``None`` when the task is not active any
-        more (nothing is stored). The run executing the task takes it (:meth:`take_messages`)."""
+        more (nothing is stored). The run executing the task takes it (:meth:`take_messages`).
+
+        ``key``: the send's place in a durable run, the same on every replay of the calling
+        step (:meth:`kernos.tasks._dbos.DBOSEngine.send_key`). A message the task already has
+        under it is not stored again, whatever the task's status now: the answer is its place
+        among the messages not taken yet, counting itself (1 when it was taken already), as
+        the first send said or later. Checked and written in one transaction under the
+        writer's lock, so two senders with the same key store one message."""
         self.flush()  # a child spawned in this loop turn: its row first
         now = time.time()
         with self.store.transaction() as conn:  # the writer's lock: one seq per message
+            if key is not None:
+                sent = conn.execute(
+                    "SELECT seq FROM task_inbox WHERE task_id = ? AND send_key = ?",
+                    (task_id, key),
+                ).fetchall()
+                if sent:  # a replay of a send that committed
+                    seq = sent[0][0]
+                    rows = conn.execute(
+                        "SELECT COUNT(*) FROM task_inbox WHERE task_id = ? AND seq <= ? "
+                        "AND (taken_by IS NULL OR seq = ?)",
+                        (task_id, seq, seq),
+                    ).fetchall()
+                    return int(rows[0][0])
             cursor = conn.execute(
-                "INSERT INTO task_inbox (task_id, seq, message, created_at) "
+                "INSERT INTO task_inbox (task_id, seq, message, created_at, send_key) "
                 "SELECT ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM task_inbox WHERE task_id = ?), "
-                "?, ? WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?" + _STILL_ACTIVE + ")",
-                (task_id, task_id, message, now, task_id),
+                "?, ?, ? WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?" + _STILL_ACTIVE + ")",
+                (task_id, task_id, message, now, key, task_id),
             )
             if not cursor.rowcount:
                 return None
