@@ -277,6 +277,53 @@ async def test_a_child_s_task_send_is_keyed_by_its_step_and_stored_once_on_a_rep
         runtime.close()
 
 
+async def test_a_child_s_task_call_answers_once_its_grandchild_is_queued(
+    project: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the call's step is recorded once it answers, and a replay does not spawn again: had the
+    # grandchild's workflow not been queued by then, a crash of the child's executor would
+    # leave it with no run (the reaper ends it lost)
+    from kernos.tasks._dbos import DBOSEngine
+
+    (project / "kernos.toml").write_text(CONFIG.replace("openai-chat:quick", "openai-chat:test"))
+    gate = asyncio.Event()
+    ready = DBOSEngine.ready
+
+    async def slow_queue(self: DBOSEngine, model: Any = None, enqueue: Any = None) -> None:
+        if enqueue is not None and enqueue[1].depth == 2:
+            await gate.wait()  # the grandchild's queueing is held
+        await ready(self, model, enqueue)
+
+    monkeypatch.setattr(DBOSEngine, "ready", slow_queue)
+    server.script(
+        tool_call("task", grandchild(True), when=agent_is("EXPLORE-AGENT", "Survey the")),
+        text("Waiting for the count.", when=agent_is("EXPLORE-AGENT", "Started task")),
+        text("7 tests.", when=agent_is("QUICK-WORKER")),
+    )
+    runtime = Runtime(load_config(cwd=project))
+    manager = TaskManager(runtime)
+    try:
+        session = runtime.session("main", record_turns=False)
+        session.add_tools(manager.tools_for(session))
+        (child,) = manager.spawn(session, manager.resolve(CHILD, session), background=True)
+        deadline = time.monotonic() + 60
+        while not [g for g in manager.records.values() if g.depth == 2]:
+            assert time.monotonic() < deadline, f"the child never spawned: {server}"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # time for the call to answer, were it not waiting
+        assert asked(server, "EXPLORE-AGENT", "Started task") == 0
+        gate.set()
+        assert await manager.wait([child], timeout=60)
+        assert child.status == "completed"
+        assert asked(server, "EXPLORE-AGENT", "Started task") == 1
+        (count,) = [g for g in manager.records.values() if g.depth == 2]
+        assert await manager.wait([count], timeout=60) and count.status == "completed"
+    finally:
+        gate.set()
+        await manager.aclose(wait=True)
+        runtime.close()
+
+
 # -- kill -9 of the worker running the child: real processes ------------------------------------
 def kill_the_child_s_worker(
     project: Path,

@@ -628,6 +628,8 @@ class DBOSEngine:
         self.stopping = False  # :meth:`leave` was called: no new child starts here
         #: the workflows this process queued whose admission it still waits for
         self._enqueued: set[str] = set()
+        #: the children started here whose workflows are being queued (see :meth:`queued`)
+        self._queueing: dict[str, asyncio.Future[None]] = {}
         #: workflows of waited-on children seen gone or ended, by workflow id: since when
         self._orphans: dict[str, float] = {}
         self._orphan_check = 0.0  # when the follower last asked DBOS (monotonic)
@@ -655,9 +657,22 @@ class DBOSEngine:
             self._order.append(record)
         self._live.add(record)
         self.loop = asyncio.get_running_loop()
+        self._queueing[record.id] = self.loop.create_future()
         record.runner = self.loop.create_task(
             self._run(record, text), name=f"kernos-task-{record.id}", context=outside_workflows()
         )
+
+    async def queued(self, records: Sequence[TaskRecord]) -> None:
+        """Inside a child's step (a ``task`` call of a durable run), wait until each of
+        ``records`` is on its queue, or its queueing failed: the step is recorded once the call
+        returns, and a replay does not spawn again, so a child whose workflow was not queued
+        yet when its spawner's executor died would never run (the reaper ends it ``lost``).
+        Elsewhere it returns at once: the spawner itself queues what it spawned."""
+        if DBOS.workflow_id is None:
+            return
+        waits = [self._queueing[r.id] for r in records if r.id in self._queueing]
+        if waits:
+            await asyncio.wait([asyncio.shield(w) for w in waits])
 
     def adopt(self, record: TaskRecord) -> None:
         """Follow an active child of a rebuilt child (a grandchild its earlier attempt spawned,
@@ -840,11 +855,16 @@ class DBOSEngine:
         self._admissions[wf_id] = admitted
 
         async def queue() -> None:
-            # the row first: a worker handed the workflow rebuilds the child from it (not
-            # committed yet, it would find nothing to take and the child would never run)
-            await self.scheduler.store.store.flushed()
-            await self.ready(record.model_name, enqueue=(wf_id, record, text))
-            self._enqueued.add(wf_id)  # from now on its workflow exists: the follower checks it
+            try:
+                # the row first: a worker handed the workflow rebuilds the child from it (not
+                # committed yet, it would find nothing to take and the child would never run)
+                await self.scheduler.store.store.flushed()
+                await self.ready(record.model_name, enqueue=(wf_id, record, text))
+                self._enqueued.add(wf_id)  # from now on its workflow exists: the follower checks it
+            finally:
+                waiting = self._queueing.pop(record.id, None)
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(None)
 
         # shielded: a run leaving (--no-wait) while the child is being queued still queues it
         queued = asyncio.ensure_future(queue())

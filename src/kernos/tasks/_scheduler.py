@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,6 +215,13 @@ class TaskScheduler:
             self._move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
         finally:
             record.interrupt = False
+
+    async def queued(self, records: Sequence[TaskRecord]) -> None:
+        """Return once the engine holds ``records`` durably, where it can tell (a ``task`` call
+        of a durable run waits for its children's queueing before its step is recorded)."""
+        wait = getattr(self.engine, "queued", None)
+        if wait is not None:
+            await wait(records)
 
     async def send(self, record: TaskRecord, message: str) -> int | None:
         """Give an active child ``message`` for after its current turn; its place among the

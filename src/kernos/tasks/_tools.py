@@ -202,6 +202,7 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
                 raise rejection
             resolution = ctx.resolved
         records = manager.spawn(session, resolution)
+        await manager.queued(records)
         if resolution.background:
             return ToolResult(started_text(manager, records), _details(records))
         limit = ctx.extras.get(FOREGROUND_WAIT)
