@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from kernos.testing import FakeOpenAIServer, text
+
 #: runs argv[2:] as ``kernos ...`` and writes {"exit", "modules"} as JSON to argv[1]
 PROBE = """
 import gc, json, sys
@@ -237,3 +239,30 @@ def test_a_store_named_in_the_config_goes_through_the_whole_config(tmp_path: Pat
     )
     assert done.returncode == 2, done.stderr
     assert "kernos.toml: store" in done.stderr
+
+
+def test_a_run_on_the_lean_engine_never_loads_the_openai_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pydantic-ai's OpenAIChatModel stands on the openai SDK (~0.3 s of imports); the lean engine
+    # drives openai-chat models over its own client, so the model is made only for pydantic-ai
+    monkeypatch.delenv("KERNOS_ENGINE", raising=False)
+    with FakeOpenAIServer(text("hello")) as server:
+        for key, value in server.env().items():
+            monkeypatch.setenv(key, value)
+        done, modules = run_light(tmp_path, "run", "hi", "-q", "--model", "openai-chat:m")
+    assert done.stdout == "hello\n"
+    assert "openai" not in modules
+    assert "pydantic_ai" in modules
+
+
+def test_a_run_on_pydantic_ai_makes_its_openai_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNOS_ENGINE", "pydantic-ai")
+    with FakeOpenAIServer(text("hello")) as server:
+        for key, value in server.env().items():
+            monkeypatch.setenv(key, value)
+        done, modules = run_light(tmp_path, "run", "hi", "-q", "--model", "openai-chat:m")
+    assert done.stdout == "hello\n"
+    assert "openai" in modules

@@ -26,6 +26,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from kernos.boundary import clean_text, clean_value
+from kernos.runtime._chat import inner_layer
 
 
 def clean_part(part: ModelResponsePart) -> ModelResponsePart:
@@ -75,5 +76,5 @@ def clean_model(model: Model) -> Model:
     while layer is not None:
         if isinstance(layer, CleanTextModel):
             return model
-        layer = layer.wrapped if isinstance(layer, WrapperModel) else None
+        layer = inner_layer(layer)
     return CleanTextModel(model)

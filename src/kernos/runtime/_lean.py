@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -39,6 +40,7 @@ from pydantic_ai.usage import RequestUsage
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._cassette import RecordingModel, ReplayModel
+from kernos.runtime._chat import PIN, OpenAIChat
 from kernos.runtime._config import ConfigError
 from kernos.runtime._lean_wire import Reply, dumps, request_body, shared_endpoint, tools_fragment
 from kernos.runtime._toolset import KernosToolset
@@ -51,7 +53,7 @@ ENGINES = ("lean", "pydantic-ai")
 EMPTY_RETRY = "Please return text or call a tool."  # pydantic-ai's words for an empty answer
 _OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget
 
-_PIN = "_kernos_engine"  # the attribute that pins a model to an engine (models are unhashable)
+_PIN = PIN  # the attribute that pins a model to an engine (models are unhashable)
 
 
 def pin_engine(model: Any, engine: str | None) -> None:
@@ -212,7 +214,6 @@ def lean_model_for(model: Any, engine: str | None = None) -> LeanModel | None:
 
 
 def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
-    from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.models.wrapper import WrapperModel
 
     from kernos.runtime._clean import CleanTextModel
@@ -226,7 +227,13 @@ def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
         return _lean_view(model.wrapped, forced=forced)
     if isinstance(model, ReplayModel):
         return ReplayLean(model)
-    if type(model) is OpenAIChatModel:  # a subclass may change the request; pydantic-ai drives it
+    if isinstance(model, OpenAIChat):  # the lean engine's own: no pydantic-ai model is made
+        endpoint = shared_endpoint(model.endpoint_url, model.api_key)
+        return ChatLean(endpoint, model.model_name, model.lean_profile())
+    # a program's own OpenAIChatModel (its module is loaded if one exists); a subclass may change
+    # the request, so pydantic-ai drives that
+    openai_models = sys.modules.get("pydantic_ai.models.openai")
+    if openai_models is not None and type(model) is openai_models.OpenAIChatModel:
         client = model.client
         endpoint = shared_endpoint(str(client.base_url), str(client.api_key))
         return ChatLean(endpoint, model.model_name, model.profile)

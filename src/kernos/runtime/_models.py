@@ -4,6 +4,9 @@
 variable; ``openai-chat:NAME`` honours ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` so any
 OpenAI-compatible server works; ``replay:PATH`` answers from a cassette.
 
+An ``openai-chat`` model is an :class:`~kernos.runtime._chat.OpenAIChat`: pydantic-ai's
+``OpenAIChatModel`` (and the openai SDK) is made only when pydantic-ai's engine drives it.
+
 Every ``openai-chat`` model on the same endpoint (base URL and key) shares one provider, so one
 pooled ``httpx2`` client per process per endpoint carries all their requests. The provider owns
 that client: pydantic-ai replaces it when a run starts on another event loop than the one it was
@@ -13,16 +16,19 @@ last used on (connections belong to the loop that opened them).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model, infer_model
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
 
 from kernos.runtime._cassette import CassetteError, ReplayModel
+from kernos.runtime._chat import OpenAIChat
 from kernos.runtime._config import Config, ConfigError, NoModelError
 from kernos.runtime._lean import pin_engine
 from kernos.runtime._secrets import register_env_secrets, register_secrets, register_url_secrets
+
+if TYPE_CHECKING:
+    from pydantic_ai.providers.openai import OpenAIProvider
 
 _NO_KEY = "kernos-no-key"  # local OpenAI-compatible servers usually ignore the key
 
@@ -34,6 +40,8 @@ def shared_provider(base_url: str | None, api_key: str) -> OpenAIProvider:
     """The process's provider for an OpenAI-compatible endpoint, made on first use."""
     provider = _PROVIDERS.get((base_url, api_key))
     if provider is None:
+        from pydantic_ai.providers.openai import OpenAIProvider
+
         provider = _PROVIDERS[base_url, api_key] = OpenAIProvider(
             base_url=base_url, api_key=api_key
         )
@@ -62,7 +70,14 @@ def _openai_chat(name: str, base_url: str | None, api_key: str | None) -> Model:
                 "export OPENAI_API_KEY, or OPENAI_BASE_URL for a local OpenAI-compatible server",
             )
         api_key = _NO_KEY
-    return OpenAIChatModel(name, provider=shared_provider(base_url, api_key))
+    key = api_key
+
+    def build() -> Model:
+        from pydantic_ai.models.openai import OpenAIChatModel
+
+        return OpenAIChatModel(name, provider=shared_provider(base_url, key))
+
+    return OpenAIChat(name, base_url, api_key, build)
 
 
 def resolve_model(name: str, config: Config) -> Model:

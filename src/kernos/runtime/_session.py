@@ -25,10 +25,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
-from pydantic_ai.models.wrapper import WrapperModel
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
+from kernos.runtime._chat import inner_layer
 from kernos.runtime._clean import clean_model, clean_response
 from kernos.runtime._lean import LeanLoop, lean_model_for, usage_responses
 from kernos.runtime._store import Store
@@ -400,7 +400,7 @@ def _streams(model: Model) -> bool:
     while layer is not None:
         if isinstance(layer, FunctionModel) and layer.stream_function is None:
             return False
-        layer = layer.wrapped if isinstance(layer, WrapperModel) else None
+        layer = inner_layer(layer)
     return True
 
 

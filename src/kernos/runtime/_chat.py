@@ -1,0 +1,103 @@
+"""``openai-chat`` models, made without importing the openai SDK.
+
+The lean engine drives an ``openai-chat`` model over its own pooled client
+(:mod:`kernos.runtime._lean_wire`); only pydantic-ai's engine needs pydantic-ai's
+``OpenAIChatModel``, and the openai SDK under it costs about a third of a second of imports.
+:class:`OpenAIChat` is the model as every layer sees it, a pydantic-ai
+:class:`~pydantic_ai.models.wrapper.WrapperModel` (so pydantic-ai's engine finds every hook it
+calls forwarded), whose ``OpenAIChatModel`` is made the first time something reaches for it. A
+session on the lean engine never does: ``kernos run`` and ``kernos worker`` start without the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai.models import Model
+from pydantic_ai.models.wrapper import WrapperModel
+
+#: the attribute that pins a model to an engine (see :func:`kernos.runtime._lean.pin_engine`)
+PIN = "_kernos_engine"
+#: where the openai SDK sends requests when no base URL is given
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIChat(WrapperModel):
+    """``openai-chat:NAME`` on an endpoint; ``build`` makes pydantic-ai's ``OpenAIChatModel`` for
+    it, once, when pydantic-ai first needs it (:attr:`wrapped`)."""
+
+    _kernos_engine: str | None = None  # PIN: looked up here, not forwarded to the built model
+
+    def __init__(
+        self, name: str, base_url: str | None, api_key: str, build: Callable[[], Model]
+    ) -> None:
+        Model.__init__(self)
+        self.chat_name = name
+        self.endpoint_url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
+        self.api_key = api_key
+        self._build = build
+        self._built: Model | None = None
+
+    @property
+    def wrapped(self) -> Model:
+        """pydantic-ai's ``OpenAIChatModel`` for this endpoint, made on first use."""
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    @wrapped.setter
+    def wrapped(self, model: Model) -> None:
+        self._built = model
+
+    @property
+    def built(self) -> bool:
+        """Whether pydantic-ai's model (and so the openai SDK) was made."""
+        return self._built is not None
+
+    @property
+    def model_name(self) -> str:
+        return self.chat_name
+
+    @property
+    def system(self) -> str:
+        return "openai"
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint_url
+
+    def lean_profile(self) -> dict[str, Any]:
+        """What the lean engine reads of this model's profile to shape tool schemas, as
+        pydantic-ai's OpenAI provider sets it (a test pins the two against the built model's)."""
+        from pydantic_ai.profiles import openai as profiles
+
+        profile = profiles.openai_model_profile(self.chat_name)
+        transformer = (
+            profiles.OpenAIJsonSchemaTransformer
+            if self.chat_name.startswith("ft:")
+            else profiles._OpenAIJsonSchemaTransformer
+        )
+        return {
+            "json_schema_transformer": transformer,
+            "openai_supports_strict_tool_definition": profile.get(
+                "openai_supports_strict_tool_definition", True
+            ),
+        }
+
+    # identity, not the dataclass's field-wise comparison (which would make the model to compare)
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat({self.chat_name!r}, base_url={self.endpoint_url!r})"
+
+
+def inner_layer(layer: Model) -> Model | None:
+    """The model ``layer`` wraps, for a walk through a model's layers; ``None`` at the last one.
+    An :class:`OpenAIChat` is a last layer: walking into it would make its pydantic-ai model."""
+    if isinstance(layer, WrapperModel) and not isinstance(layer, OpenAIChat):
+        return layer.wrapped
+    return None
