@@ -1,6 +1,7 @@
 """Benchmark of the task engines (not a test): ``.venv/bin/python bench/tasks_dbos.py [--quick]``
 (``--part N``, repeatable: only those parts; ``--part 3i``: part 3 with an instant run model;
 ``--part idle``: an idle worker's CPU; ``--hosts CPU [--hosts-netns]``: part 3 on emulated hosts;
+``--rounds N``: part 3 as N pairs of runs, 1 and 3 workers alternated, with the ratios' medians;
 ``--no-spread``: part 3 with ``[tasks] spread = false``, the first worker to poll takes what the
 limit allows).
 
@@ -63,6 +64,7 @@ import asyncio
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -285,7 +287,14 @@ def workers_on_postgres(
             for proc in procs:
                 proc.terminate()
             for proc in procs:
-                proc.communicate(timeout=60)
+                try:
+                    proc.communicate(timeout=60)
+                except subprocess.TimeoutExpired:  # say what it was doing, then stop it
+                    proc.kill()
+                    _, err = proc.communicate()
+                    print(f"worker {proc.pid} did not stop in 60 s; its stderr ends:\n"
+                          f"{err[-3000:]}")  # fmt: skip
+                    raise
             output.seek(0)
             assert run.returncode == 0, output.read()
         with psycopg.connect(url) as db:
@@ -347,17 +356,34 @@ def scaling(
     hosts: float = 0.0,
     netns: bool = False,
     spread: bool = True,
+    rounds: int = 1,
 ) -> None:
     """1 worker, then 3: the ratios of the whole run and of its children phase, and the CPU
-    budget that bounds the ratio on this machine (or on the emulated hosts)."""
+    budget that bounds the ratio on this machine (or on the emulated hosts). ``rounds`` > 1:
+    that many pairs, in the order 1-3, 3-1, 1-3, ... (a drift in the machine's speed weighs on
+    both sides alike), each pair's ratios and their medians; the budget is the last pair's."""
     kwargs: dict[str, Any] = {
         "instant_parent": instant_parent, "hosts": hosts, "netns": netns, "spread": spread,
     }  # fmt: skip
-    load = os.getloadavg()[0]
-    one = workers_on_postgres(1, count, delay, concurrency, **kwargs)
-    three = workers_on_postgres(3, count, delay, concurrency, **kwargs)
-    print(f"   machine load (1-minute average, shared with other work): {load:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after")  # fmt: skip
+    whole: list[float] = []
+    phase: list[float] = []
+    for n in range(rounds):
+        load = os.getloadavg()[0]
+        order = (1, 3) if n % 2 == 0 else (3, 1)
+        runs = {w: workers_on_postgres(w, count, delay, concurrency, **kwargs) for w in order}
+        one, three = runs[1], runs[3]
+        print(f"   machine load (1-minute average, shared with other work): {load:.2f} before, "
+              f"{os.getloadavg()[0]:.2f} after")  # fmt: skip
+        whole.append(three["elapsed"] / one["elapsed"])
+        phase.append(three["children"] / one["children"])
+        if rounds > 1:
+            print(f"   round {n + 1} of {rounds}: whole run {whole[-1]:.2f}×, children phase "
+                  f"{phase[-1]:.2f}×")  # fmt: skip
+    if rounds > 1:
+        print(f"   over {rounds} rounds: whole run median {statistics.median(whole):.2f}× "
+              f"({min(whole):.2f}-{max(whole):.2f}), children phase median "
+              f"{statistics.median(phase):.2f}× ({min(phase):.2f}-{max(phase):.2f}) "
+              f"(target ≤ 0.5×)")  # fmt: skip
     cores = os.cpu_count() or 1
     model_time = count * delay / concurrency
     print(f"   3 workers / 1 worker: whole run {three['elapsed'] / one['elapsed']:.2f}×, "
@@ -523,6 +549,18 @@ def _parts(argv: list[str]) -> set[str]:
     return chosen or {"1", "2", "3"}
 
 
+def _rounds(argv: list[str]) -> int:
+    """``--rounds N`` (or ``--rounds=N``): part 3's pairs of runs; 1 when absent."""
+    values = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--rounds"]
+    values += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--rounds=")]
+    if not values:
+        return 1
+    if not values[-1].isdigit() or not 1 <= int(values[-1]) <= 20:
+        sys.exit(f"--rounds takes a number of pairs of runs, 1-20 (e.g. --rounds 3), "
+                 f"not {values[-1]!r}")  # fmt: skip
+    return int(values[-1])
+
+
 def _hosts(argv: list[str]) -> float:
     """``--hosts CPU`` (or ``--hosts=CPU``): each worker of part 3 on a host of CPU cores; 0 when
     absent. Exits with one line when the value or this machine cannot do it."""
@@ -553,6 +591,7 @@ if __name__ == "__main__":
     hosts = _hosts(sys.argv)
     netns = "--hosts-netns" in sys.argv
     spread = "--no-spread" not in sys.argv
+    rounds = _rounds(sys.argv)
     on = f", each worker on a host of {hosts:g} CPU" if hosts else ""
     on += " in a network namespace of its own" if netns else ""
     if "1" in parts:
@@ -566,10 +605,13 @@ if __name__ == "__main__":
             run_in_process(engine, 200, 0.2, 60)
     if "3" in parts:
         print(f"3. DBOS on PostgreSQL: one kernos run, children on kernos worker processes{on}")
-        scaling(200, 0.2, 60, hosts=hosts, netns=netns, spread=spread)
+        scaling(200, 0.2, 60, hosts=hosts, netns=netns, spread=spread, rounds=rounds)
     if "3i" in parts:
         print(f"3i. as 3, the run's own model answering at once (spawning is quick){on}")
-        scaling(200, 0.2, 60, instant_parent=True, hosts=hosts, netns=netns, spread=spread)
+        scaling(
+            200, 0.2, 60, instant_parent=True, hosts=hosts, netns=netns, spread=spread,
+            rounds=rounds,
+        )  # fmt: skip
     if "idle" in parts:
         print("idle. one kernos worker on PostgreSQL with nothing to do")
         idle_worker()
