@@ -17,7 +17,9 @@ limit allows).
    how many children each worker ran, each worker's share of the limit that the queue held at
    the end (``[tasks] spread``: the limit split among the live workers; none: all of it),
    DBOS's "Contention detected" warnings (each doubles that worker's queue polling interval
-   for a while). The figure that matters (issue 11): 3 workers
+   for a while), and how busy this machine's cores were in the children phase (from
+   /proc/stat: every process, this script's model server and other work included; near 100%,
+   the machine rather than the workers bounds the phase). The figure that matters (issue 11): 3 workers
    in at most 0.5× the time of 1. Reported next to it: the same ratio for the children phase
    alone (first child spawned → last child finished), which leaves out what no worker count
    changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200 children 16 at
@@ -259,8 +261,9 @@ def workers_on_postgres(
             requests_before = len(server.requests)
             opened_before = connections[0]
             samples: list[tuple[float, float]] = []  # (time, the workers' CPU seconds)
+            machine: list[tuple[float, float]] = []  # (time, the whole machine's)
             sampling = threading.Event()
-            sampler = threading.Thread(target=_sample, args=(procs, samples, sampling))
+            sampler = threading.Thread(target=_sample, args=(procs, samples, sampling, machine))
             sampler.start()
             started, wall = time.perf_counter(), time.time()
             output = stack.enter_context(tempfile.TemporaryFile("w+"))
@@ -309,6 +312,8 @@ def workers_on_postgres(
             )]  # fmt: skip
     worker_cpu = sum(used)
     in_phase = _at(samples, last) - _at(samples, first)  # the workers' CPU in the children phase
+    cores = os.cpu_count() or 1
+    busy = (_at(machine, last) - _at(machine, first)) / (cores * (last - first))
     label = " (the run's model instant)" if instant_parent else ""
     where = f" on hosts of {hosts:g} CPU" if hosts else ""
     where += " in network namespaces" if netns else ""
@@ -325,6 +330,9 @@ def workers_on_postgres(
         share = in_phase / (workers * hosts * (last - first))
         print(f"      the hosts' CPU quota {hosts:g} CPU each ({hosts * 100:.0f} ms per 100 ms): "
               f"the workers used {share:.0%} of it in the children phase")  # fmt: skip
+    bound = " (near all of it: this machine, not the workers, bounds the phase)"
+    print(f"      this machine's {cores} cores were busy {busy:.0%} of the children phase "
+          f"(every process on it){bound if busy >= 0.9 else ''}")  # fmt: skip
     print(f"      peak RSS: run {usage.ru_maxrss / 1024:.0f} MB, workers "
           f"{' + '.join(f'{r / 1024:.0f}' for r in worker_rss)} MB; model server: "
           f"{requests} requests over {opened} connections (HTTP/1.1 keep-alive)")  # fmt: skip
@@ -344,6 +352,7 @@ def workers_on_postgres(
         "run_cpu": run_cpu,
         "worker_cpu": worker_cpu,
         "phase_cpu": in_phase,
+        "machine_busy": busy,
     }
 
 
@@ -378,7 +387,8 @@ def scaling(
         phase.append(three["children"] / one["children"])
         if rounds > 1:
             print(f"   round {n + 1} of {rounds}: whole run {whole[-1]:.2f}×, children phase "
-                  f"{phase[-1]:.2f}×")  # fmt: skip
+                  f"{phase[-1]:.2f}× (the machine busy {one['machine_busy']:.0%} with 1 worker, "
+                  f"{three['machine_busy']:.0%} with 3)")  # fmt: skip
     if rounds > 1:
         print(f"   over {rounds} rounds: whole run median {statistics.median(whole):.2f}× "
               f"({min(whole):.2f}-{max(whole):.2f}), children phase median "
@@ -493,13 +503,28 @@ def _ready(proc: subprocess.Popen[str]) -> list[str]:
 
 
 def _sample(
-    procs: list[subprocess.Popen[str]], samples: list[tuple[float, float]], done: threading.Event
+    procs: list[subprocess.Popen[str]],
+    samples: list[tuple[float, float]],
+    done: threading.Event,
+    machine: list[tuple[float, float]] | None = None,
 ) -> None:
-    """Every 50 ms until ``done``: the time and the CPU seconds of all ``procs`` so far."""
+    """Every 50 ms until ``done``: the time and the CPU seconds of all ``procs`` so far (and in
+    ``machine``, the time and the CPU seconds every process on this machine used so far)."""
     while True:
-        samples.append((time.time(), sum(_proc_cpu(p.pid) for p in procs)))
+        now = time.time()
+        samples.append((now, sum(_proc_cpu(p.pid) for p in procs)))
+        if machine is not None:
+            machine.append((now, _machine_cpu()))
         if done.wait(0.05):
             return
+
+
+def _machine_cpu() -> float:
+    """CPU seconds this machine's cores were busy since boot (all but idle and iowait), from
+    /proc/stat."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def _at(samples: list[tuple[float, float]], when: float) -> float:
