@@ -19,12 +19,12 @@ limit allows).
    DBOS's "Contention detected" warnings (each doubles that worker's queue polling interval
    for a while), and how busy this machine's cores were in the children phase (from
    /proc/stat: every process, this script's model server and other work included; near 100%,
-   the machine rather than the workers bounds the phase). The figure that matters (issue 11): 3 workers
-   in at most 0.5× the time of 1. Reported next to it: the same ratio for the children phase
-   alone (first child spawned → last child finished), which leaves out what no worker count
-   changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200 children 16 at
-   a time, and its end. A variant (``--part 3i``) answers the run's own model at once, so
-   spawning is quick and the fixed costs are small; the children still take 200 ms.
+   the machine rather than the workers bounds the phase). The figure that matters (issue 11):
+   3 workers in at most 0.5× the time of 1. Reported next to it: the same ratio for the
+   children phase alone (first child spawned → last child finished), which leaves out what no
+   worker count changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200
+   children 16 at a time, and its end. A variant (``--part 3i``) answers the run's own model
+   at once, so spawning is quick and the fixed costs are small; the children still take 200 ms.
 
    The model server is kernos.testing's FakeOpenAIServer made to answer HTTP/1.1 with
    keep-alive here (as a real model API does; the class itself answers HTTP/1.0, a connection
