@@ -57,7 +57,8 @@ limit allows).
    runs here, for the cores left). Needs root; otherwise the option exits with one line.
 
 idle. One ``kernos worker`` on PostgreSQL with nothing to do: its CPU seconds over 20 s, read
-   from /proc. Most of it is DBOS's queue worker thread polling the kernos queue every 0.1 s.
+   from /proc, at the default ``[tasks] poll`` (0.1 s) and at 0.5 s. Most of it is DBOS's queue
+   worker thread polling the kernos queue.
 """
 
 from __future__ import annotations
@@ -413,15 +414,17 @@ def scaling(
           f"than {max(model_time, floor):.1f} s (1 worker's: {one['children']:.1f} s)")  # fmt: skip
 
 
-def idle_worker(seconds: float = 20.0) -> None:
-    """A ``kernos worker`` with nothing to do: CPU seconds over ``seconds`` (from /proc)."""
+def idle_worker(seconds: float = 20.0, poll: float | None = None) -> None:
+    """A ``kernos worker`` with nothing to do: CPU seconds over ``seconds`` (from /proc);
+    ``poll``: its ``[tasks] poll`` (``None``: the default)."""
     from _postgres import PostgresServer, create_database
 
     with PostgresServer() as pg:
         url = create_database(pg.url)
         home = Path(tempfile.mkdtemp())
         (home / "kernos.toml").write_text(
-            'default_model = "openai-chat:bench"\n[tasks]\nrun_executes = false\n',
+            'default_model = "openai-chat:bench"\n[tasks]\nrun_executes = false\n'
+            + (f"poll = {poll}\n" if poll is not None else ""),
             encoding="utf-8",
         )
         env = {**os.environ, "KERNOS_HOME": str(home / ".kernos"), "KERNOS_STORE_URL": url,
@@ -439,7 +442,8 @@ def idle_worker(seconds: float = 20.0) -> None:
         finally:
             proc.terminate()
             proc.communicate(timeout=60)
-    print(f"   idle kernos worker: {used:.2f} CPU s in {elapsed:.0f} s "
+    every = f"[tasks] poll = {poll:g}" if poll is not None else "the default poll, 0.1 s"
+    print(f"   idle kernos worker ({every}): {used:.2f} CPU s in {elapsed:.0f} s "
           f"({used / elapsed * 100:.1f}% of a core; {threads} threads)")  # fmt: skip
 
 
@@ -640,3 +644,4 @@ if __name__ == "__main__":
     if "idle" in parts:
         print("idle. one kernos worker on PostgreSQL with nothing to do")
         idle_worker()
+        idle_worker(poll=0.5)

@@ -116,3 +116,16 @@ def test_unknown_agent_lists_known_ones(tmp_path: Path) -> None:
     config = load_config(cwd=tmp_path)
     with pytest.raises(ConfigError, match="known agents: explore"):
         config.agent("writer")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "61"])
+def test_a_task_poll_interval_outside_its_range_is_a_config_error(
+    tmp_path: Path, value: str
+) -> None:
+    write(tmp_path / "kernos.toml", f"[tasks]\npoll = {value}\n")
+    with pytest.raises(ConfigError, match=r"tasks\.poll: "):
+        load_config(cwd=tmp_path)
+    write(tmp_path / "kernos.toml", "[tasks]\npoll = 0.5\n")
+    assert load_config(cwd=tmp_path).tasks.poll == 0.5
+    write(tmp_path / "kernos.toml", "")
+    assert load_config(cwd=tmp_path).tasks.poll == 0.1

@@ -146,6 +146,10 @@ class TasksConfig(_Budgeted):
     #: queue, so a burst of children spreads over the fleet instead of piling up on the first
     #: executor to poll; false: whichever executor polls first takes all the limit allows
     spread: bool = True
+    #: ``dbos`` engine: seconds between an executor's polls of its queues, so how soon a queued
+    #: child starts; each poll costs every executor CPU, queue or no queue (one queue's row holds
+    #: it for the fleet: the last process to register the queue sets it)
+    poll: float = Field(default=0.1, gt=0, le=60)
 
 
 STORE_URL_ENV = "KERNOS_STORE_URL"

@@ -149,6 +149,7 @@ APP_NAME = "kernos"
 #: :func:`child_workflow` change in a way old records cannot replay
 APP_VERSION = "kernos-tasks-3"  # 2: tool calls became steps; 3: so did a child's task tools
 QUEUE_PREFIX = "kernos."
+#: how often an executor polls its queues by default (``[tasks] poll``)
 POLL_SECONDS = 0.1
 #: how often one run of a child is resumed after its executor died: a child that takes down every
 #: process it runs on (a tool that exhausts memory, say) ends ``lost`` instead of making its way
@@ -209,6 +210,8 @@ class _Launch:
     url: str | None = None
     users = 0
     queues: ClassVar[dict[str, int | None]] = {}
+    #: the polling interval this process registers its queues with (the first engine's)
+    poll = POLL_SECONDS
 
     @classmethod
     def acquire(
@@ -217,9 +220,11 @@ class _Launch:
         listen: Sequence[str] | None,
         queues: dict[str, int | None],
         shares: dict[str, int | None],
+        poll: float = POLL_SECONDS,
     ) -> None:
         """Launch DBOS on ``url`` (or join the running one) and register ``queues`` (name →
-        global limit) with each executor's ``shares`` of them (see :func:`queue_shares`)."""
+        global limit) with each executor's ``shares`` of them (see :func:`queue_shares`),
+        polled every ``poll`` seconds (the launching engine's)."""
         with cls.lock:
             if cls.url is not None and cls.url != url:
                 # DBOS is one per process: a runtime on another store takes it over (only
@@ -227,13 +232,14 @@ class _Launch:
                 log.warning("tasks: DBOS moves from %s to %s in this process", cls.url, url)
                 cls._stop()
             if cls.url is None:
+                cls.poll = poll
                 # a process that dequeues nothing (a ``kernos run`` with ``run_executes =
                 # false``) registers them once launched, on DBOS's own pool: its queue manager
                 # polls none of them, and a client of their own cost it ~0.1 s before DBOS was
                 # ready (a connection pool opened and closed)
                 early = listen is None or bool(listen)
                 if early:
-                    _register_queues(url, queues, shares)
+                    _register_queues(url, queues, shares, poll)
                 config: DBOSConfig = {
                     "name": APP_NAME,
                     "system_database_url": url,
@@ -284,12 +290,12 @@ class _Launch:
             cls.queues[name] = limit
         DBOS.register_queue(
             name, global_concurrency=limit, worker_concurrency=share,
-            polling_interval_sec=POLL_SECONDS, on_conflict="always_update",
+            polling_interval_sec=cls.poll, on_conflict="always_update",
         )  # fmt: skip
 
 
 def _register_queues(
-    url: str, queues: dict[str, int | None], shares: dict[str, int | None]
+    url: str, queues: dict[str, int | None], shares: dict[str, int | None], poll: float
 ) -> None:
     """Put ``queues`` in the system database before DBOS launches: its queue manager polls the
     queues it finds at launch from the start, and looks for new ones once a second (a first
@@ -299,14 +305,14 @@ def _register_queues(
     if not queues:
         return
     try:
-        _register_with_client(url, queues, shares)
+        _register_with_client(url, queues, shares, poll)
     except Exception:  # no tables yet (or the database is unreachable: the migration says so)
         DBOS.migrate(url)
-        _register_with_client(url, queues, shares)
+        _register_with_client(url, queues, shares, poll)
 
 
 def _register_with_client(
-    url: str, queues: dict[str, int | None], shares: dict[str, int | None]
+    url: str, queues: dict[str, int | None], shares: dict[str, int | None], poll: float
 ) -> None:
     client = DBOSClient(
         system_database_url=url, application_name=APP_NAME, system_database_pool_size=1,
@@ -316,7 +322,7 @@ def _register_with_client(
         for name, limit in queues.items():
             client.register_queue(
                 name, global_concurrency=limit, worker_concurrency=shares.get(name),
-                polling_interval_sec=POLL_SECONDS, on_conflict="always_update",
+                polling_interval_sec=poll, on_conflict="always_update",
             )  # fmt: skip
     finally:
         client.destroy()
@@ -775,7 +781,8 @@ class DBOSEngine:
     def _acquire(self) -> None:
         try:
             queues = self._queues()
-            _Launch.acquire(self.url, self.listen, queues, self._shares(queues))
+            poll = self.scheduler.config.tasks.poll
+            _Launch.acquire(self.url, self.listen, queues, self._shares(queues), poll)
         except BaseException as exc:
             self._boot_error = exc
 
