@@ -70,7 +70,7 @@ def test_the_key_migrations_apply_to_an_existing_store_file(tmp_path: Path) -> N
     tasks = TaskStore(store)
     try:
         assert store.versions("runtime") == [1, 2, 3]
-        assert store.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert store.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         for _ in range(2):
             tasks.event("t_1", "message", {}, key="1:1")
             store.record_turn("s_1", "explore", "user", "again", key="1:1")

@@ -87,7 +87,7 @@ def test_the_served_queues_migration_applies_to_an_existing_store_file(tmp_path:
     store = Store(path)
     tasks = TaskStore(store)
     try:
-        assert store.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert store.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         tasks.beat("some:2", ["kernos.b", "kernos.a"])
         tasks.beat("none:3", [])
         assert tasks.serving(60) == {"old:1": None, "some:2": ["kernos.a", "kernos.b"],

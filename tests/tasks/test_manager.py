@@ -292,7 +292,7 @@ async def test_a_transition_on_a_final_record_is_ignored_and_logged(
 def test_migrations_from_blank_and_from_the_previous_version(tmp_path: Path) -> None:
     blank = Store(tmp_path / "blank.db")
     TaskStore(blank)
-    assert blank.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert blank.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     blank.close()
     old = Store(tmp_path / "old.db")
     old.migrate("tasks", MIGRATIONS[:1])
@@ -302,7 +302,7 @@ def test_migrations_from_blank_and_from_the_previous_version(tmp_path: Path) -> 
         " 'm', 'running', 'resident', 0, 0, 999999999)"
     )
     store = TaskStore(old)
-    assert old.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert old.versions("tasks") == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert store.reconcile() == ["t_0badf00d"]  # that pid does not exist
     row = store.get("t_0badf00d")
     assert row is not None and row["status"] == "lost" and row["cancel_requested"] == 0

@@ -70,7 +70,12 @@
   spawner died) is not left active with no workflow to run it.
 - The application version is pinned (:data:`APP_VERSION`) and values are stored as portable JSON,
   never pickle, so an upgrade of kernos cannot break recovery. Records of finished workflows are
-  deleted when the engine closes.
+  deleted when the engine closes. DBOS runs a workflow only on an executor of its version, so
+  an upgrade that bumps it strands the children queued or running under the old one once no
+  executor of it is left: each executor's beat says the version it runs, and the reaper's sweep
+  ends such a child ``lost`` (saying so, and what to do) once no live executor runs its
+  workflow's version, and cancels the workflow (:func:`stranded`). An executor that does not
+  say (an older kernos) may run any version: nothing is ended while one is alive.
 - Crashes: executors beat in the store; the one holding the reaper lease settles the children of
   an executor silent for three beats, ``lost`` or (``on_crash = "resume"``) resumed: each
   workflow the dead executor left pending goes back on its own model's queue
@@ -108,7 +113,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dbos import (
@@ -184,6 +189,37 @@ ORPHAN_MISSING_SECONDS = 30.0
 _WORKFLOWS_AT_ONCE = 500
 #: the DBOS statuses of a workflow that ended: no executor will run it again
 _WORKFLOW_ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+#: the DBOS statuses of a workflow waiting for an executor of its version: queued, or begun (its
+#: executor's reaper resumes it, or DBOS recovers it when that executor starts again)
+_WORKFLOW_WAITING = frozenset({"ENQUEUED", "PENDING"})
+
+
+def stranded(status: str, version: str | None, live: Collection[str | None]) -> bool:
+    """Whether a workflow of DBOS ``status`` and application ``version`` waits for an executor
+    that is not there: queued or begun under another version than :data:`APP_VERSION` (DBOS
+    runs a workflow only on an executor of its own version), which none of the live executors
+    runs (``live``: their versions; ``None`` among them is an executor that does not say, an
+    older kernos, which may run it). A workflow of no version is run by the latest one."""
+    return (
+        status in _WORKFLOW_WAITING
+        and version is not None
+        and version != APP_VERSION
+        and version not in live
+        and None not in live
+    )
+
+
+def _stranded_reason(wf_id: str, status: str, version: str) -> str:
+    """What a child whose workflow is :func:`stranded` ends ``lost`` with: what happened, and
+    what to do."""
+    how = "queued by" if status == "ENQUEUED" else "begun by an executor of"
+    return (
+        f"its DBOS workflow {wf_id} was {how} {version}, which no live executor runs (this "
+        f"one runs {APP_VERSION}, and DBOS runs a workflow only on an executor of its own "
+        "version), so it would wait forever; start it again with the task tool (task_output "
+        "shows what it did). To let such children finish instead, keep an executor of the "
+        "older kernos running until they end"
+    )
 
 
 def queue_name(model_name: str) -> str:
@@ -1039,13 +1075,18 @@ class DBOSEngine:
         runs: dict[str, tuple[str, dict[str, Any]]],
         seen: dict[str, float],
         missing_grace: float,
+        versions: Collection[str | None] | None = None,
     ) -> dict[str, float]:
         """End ``lost`` each of ``runs`` (task id → its workflow and row, active) whose
         workflow has ended for :data:`ORPHAN_GRACE_SECONDS`, or does not exist for
         ``missing_grace``: no executor will ever run or finish it. ``seen``: since when each
         workflow was seen so (monotonic, by workflow id); returns it for the next check. A
         queued workflow (``ENQUEUED``: a busy worker, or no worker for its model yet) and a
-        running one (``PENDING``: the reaper judges its executor) are left alone. The end is
+        running one (``PENDING``: the reaper judges its executor) are left alone, unless
+        ``versions`` (the application versions the live executors run, ``None``: not known)
+        says it is :func:`stranded`: of an older kernos no live executor runs. That one is
+        ended after :data:`ORPHAN_GRACE_SECONDS` too, and its workflow cancelled, so an
+        executor of that version coming back does not run a task already ended. The end is
         written only over the active row of that run, so whoever ends a run first wins.
 
         One read of DBOS per 500 workflows, whoever asks: the follower for the children it
@@ -1065,28 +1106,42 @@ class DBOSEngine:
             log.warning("tasks: could not read the workflows of active children: %s", exc)
             return seen
         statuses = {found_wf.workflow_id: str(found_wf.status) for found_wf in found}
+        of_version = {found_wf.workflow_id: found_wf.app_version for found_wf in found}
         now = time.monotonic()
         orphans: dict[str, float] = {}
         store = self.scheduler.store
         for task_id, (wf, row) in runs.items():
             status = statuses.get(wf)
-            if status is not None and status not in _WORKFLOW_ENDED:
+            version = of_version.get(wf)
+            strand = (
+                versions is not None and status is not None
+                and stranded(status, version, versions)
+            )  # fmt: skip
+            if status is not None and status not in _WORKFLOW_ENDED and not strand:
                 continue
             since = orphans[wf] = seen.get(wf, now)
             if now - since < (missing_grace if status is None else ORPHAN_GRACE_SECONDS):
                 continue
-            if status is None:
-                what = f"its DBOS workflow {wf} does not exist (never queued, or deleted)"
+            if strand:
+                reason = _stranded_reason(wf, str(status), str(version))
             else:
-                what = f"its DBOS workflow {wf} ended ({status}) while the task was {row['status']}"
-            reason = (
-                f"{what}, so no executor will ever run or finish it; start it again with the "
-                "task tool (task_output shows what it did)"
-            )
+                if status is None:
+                    what = f"its DBOS workflow {wf} does not exist (never queued, or deleted)"
+                else:
+                    what = (
+                        f"its DBOS workflow {wf} ended ({status}) while the task was "
+                        f"{row['status']}"
+                    )
+                reason = (
+                    f"{what}, so no executor will ever run or finish it; start it again with "
+                    "the task tool (task_output shows what it did)"
+                )
             log.warning("task %s: %s", task_id, reason)
-            await asyncio.to_thread(
+            ended = await asyncio.to_thread(
                 store.lose, task_id, int(row["run_epoch"] or 1), row["status"], reason
             )
+            if ended and strand:  # an executor of its version coming back would run it
+                await self._cancel_workflow(wf)
             del orphans[wf]
         return orphans
 
@@ -1096,12 +1151,16 @@ class DBOSEngine:
         have no follower. A workflow that does not exist gets :data:`ORPHAN_MISSING_SECONDS`:
         a spawner commits each row before it queues the workflow, and queues a big batch one
         by one."""
-        rows = await asyncio.to_thread(self.scheduler.store.active_runs)
+        store = self.scheduler.store
+        rows = await asyncio.to_thread(store.active_runs)
         runs = {r["id"]: (workflow_id(r["id"], int(r["run_epoch"] or 1)), r) for r in rows}
         if not runs:
             self._swept = {}
             return
-        self._swept = await self._settle_orphans(runs, self._swept, ORPHAN_MISSING_SECONDS)
+        versions = await asyncio.to_thread(store.live_versions, self.heartbeat * 3)
+        self._swept = await self._settle_orphans(
+            runs, self._swept, ORPHAN_MISSING_SECONDS, versions
+        )
 
     def _mirror(
         self,
@@ -1299,7 +1358,9 @@ class DBOSEngine:
         first = True
         while True:
             try:
-                await asyncio.to_thread(store.beat, self.executor, self.listen)
+                await asyncio.to_thread(
+                    store.beat, self.executor, self.listen, app_version=APP_VERSION
+                )
                 silent = self.heartbeat * 3
                 reaps = self.remote is not None  # only an executor can resume what it reaps
                 if reaps and await asyncio.to_thread(store.lease, "reaper", self.executor, silent):

@@ -151,6 +151,17 @@ MIGRATIONS = [
         CREATE UNIQUE INDEX task_inbox_send_key ON task_inbox(task_id, send_key)
         """,
     ),
+    (
+        9,
+        "the application version each executor runs (issue 11)",
+        # DBOS runs only the workflows of its own application version: after an upgrade, the
+        # reaper ends ``lost`` a child whose workflow is of a version no live executor runs
+        # (it would wait forever). NULL: an executor written before this column, which may
+        # run any version
+        """
+        ALTER TABLE task_executors ADD COLUMN app_version TEXT
+        """,
+    ),
 ]
 
 _COLUMNS = frozenset(
@@ -677,21 +688,29 @@ class TaskStore:
             )
         return True
 
-    def beat(self, executor: str, queues: Sequence[str] | None = None) -> None:
-        """This executor is alive now, serving ``queues`` (``None``: every queue)."""
+    def beat(
+        self,
+        executor: str,
+        queues: Sequence[str] | None = None,
+        *,
+        app_version: str | None = None,
+    ) -> None:
+        """This executor is alive now, serving ``queues`` (``None``: every queue), running
+        DBOS workflows of ``app_version`` (``None``: it does not say, as an executor of a
+        kernos before the column: it may run any version)."""
         self.flush()
         now = time.time()
         served = None if queues is None else json.dumps(sorted(queues))
         with self.store.transaction() as conn:
             cursor = conn.execute(
-                "UPDATE task_executors SET beat_at = ?, queues = ? WHERE id = ?",
-                (now, served, executor),
+                "UPDATE task_executors SET beat_at = ?, queues = ?, app_version = ? WHERE id = ?",
+                (now, served, app_version, executor),
             )
             if not cursor.rowcount:
                 conn.execute(
-                    "INSERT INTO task_executors (id, beat_at, started_at, queues) "
-                    "VALUES (?, ?, ?, ?)",
-                    (executor, now, now, served),
+                    "INSERT INTO task_executors (id, beat_at, started_at, queues, app_version) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (executor, now, now, served, app_version),
                 )
 
     def serving(self, within: float) -> dict[str, list[str] | None]:
@@ -709,6 +728,15 @@ class TaskStore:
             ok = isinstance(names, list) and all(isinstance(n, str) for n in names)
             served[row["id"]] = names if ok else None
         return served
+
+    def live_versions(self, within: float) -> set[str | None]:
+        """The application versions that the executors that beat within the last ``within``
+        seconds run; ``None`` among them: a live executor that does not say (it may run any)."""
+        rows = self.store.query(
+            "SELECT DISTINCT app_version FROM task_executors WHERE beat_at >= ?",
+            (time.time() - within,),
+        )
+        return {row["app_version"] for row in rows}
 
     def retire(self, executor: str) -> None:
         """``executor`` stops: its heartbeat and leases go, so another executor's reaper takes
