@@ -5,7 +5,9 @@ host): each child runs where a worker has room under its model's global limit. A
 tools are rebuilt here from this worker's config. On SIGTERM (exit 0) or SIGINT (exit 130) it stops
 taking children; the ones it was running are left to the crash rule (``[tasks] on_crash``):
 ``resume`` (the default on Postgres) leaves them to another worker, or to this one's restart, which
-resumes each from its last completed step; ``lost`` ends them ``lost``.
+resumes each from its last completed step; ``lost`` ends them ``lost``. Its clean-up (the records
+of finished workflows, its executor row, DBOS's threads) may take ``--grace`` seconds; past that
+it prints every thread's stack (where it was waiting) and exits 1, as a kill would leave it.
 """
 
 from __future__ import annotations
@@ -63,6 +65,10 @@ async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
             )  # fmt: skip
 
 
+#: how long a stopping worker's clean-up may take by default (a container's usual grace period)
+GRACE = "30s"
+
+
 def register(app: typer.Typer) -> None:
     @app.command("worker")
     def worker_command(
@@ -71,28 +77,61 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--models", help="Comma-separated models whose queues to execute."),
         ] = None,
+        grace: Annotated[
+            str,
+            typer.Option(
+                "--grace",
+                help="How long a stop's clean-up may take (e.g. 30s, 2m); then the worker "
+                "prints every thread's stack and exits 1.",
+            ),
+        ] = GRACE,
     ) -> None:
         """Execute sub-agent tasks from the shared queues (the DBOS engine) until stopped.
 
         SIGTERM (exit 0) or SIGINT (exit 130) stops taking new children. With
         \\[tasks] on_crash = "resume" (the PostgreSQL default) the running ones
         are left to another worker, or to this one's restart, to resume from
-        their last step; with "lost" they end lost.
+        their last step; with "lost" they end lost. A clean-up that takes
+        longer than --grace seconds is cut short: the worker prints where it
+        was waiting and exits 1.
         """
         import asyncio
+        import faulthandler
         import signal
+        import sys
 
         from kernos._app import Interrupted, run_until_signal
 
         chosen = [m.strip() for m in (models or "").split(",") if m.strip()] or None
         if models is not None and chosen is None:
             raise fail("--models is empty; name at least one model, or leave it out for all")
+        from kernos.runtime import parse_duration
+        from kernos.runtime._budget import DURATION_FIX
+
+        try:
+            seconds = parse_duration(grace)
+        except ValueError as exc:
+            raise fail(f"--grace: {exc}; {DURATION_FIX}") from None
+        if seconds <= 0:
+            raise fail('--grace must be more than 0; write a duration such as "30s" or "2m"')
         runtime = open_runtime(config, store=True)
+
+        def deadline(signum: int) -> None:
+            # a watchdog thread of the interpreter's own: it fires even while this thread is
+            # blocked (a lock another process holds, a thread DBOS cannot join)
+            err.print(
+                f"worker: stopping (its clean-up may take {seconds:g} s)", markup=False,
+                highlight=False,
+            )  # fmt: skip
+            sys.stderr.flush()
+            faulthandler.dump_traceback_later(seconds, exit=True)
+
         try:
             with config_errors():
-                asyncio.run(run_until_signal(serve_worker(runtime, chosen)))
+                asyncio.run(run_until_signal(serve_worker(runtime, chosen), on_signal=deadline))
         except Interrupted as stop:
             code = EXIT_OK if stop.signum == signal.SIGTERM else stop.exit_code
             raise typer.Exit(code) from None
         finally:
             runtime.close()
+            faulthandler.cancel_dump_traceback_later()
