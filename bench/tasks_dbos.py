@@ -296,8 +296,9 @@ def workers_on_postgres(
                 except subprocess.TimeoutExpired:  # say what it was doing, then stop it
                     proc.kill()
                     _, err = proc.communicate()
+                    said = "".join(logs[procs.index(proc)]) + err  # drained since it was ready
                     print(f"worker {proc.pid} did not stop in 60 s; its stderr ends:\n"
-                          f"{err[-3000:]}")  # fmt: skip
+                          f"{said[-3000:]}")  # fmt: skip
                     raise
             output.seek(0)
             assert run.returncode == 0, output.read()
