@@ -39,7 +39,7 @@ limit allows).
    cores, 3 workers can only split the same CPU seconds over the same 2 cores, so the ratio
    stays near 1 unless the CPU per child is small next to the model's 200 ms.
 
-   ``--hosts CPU`` (e.g. ``--hosts 0.4``) emulates the fleet the issue is about: each ``kernos
+   ``--hosts CPU`` (e.g. ``--hosts 0.25``) emulates the fleet the issue is about: each ``kernos
    worker`` runs on a host of its own with CPU cores, a cgroup v1 cpu controller group with a
    CFS quota of CPU × 100 ms per 100 ms period (bench/_hosts.py; the worker's pid is in it
    before it imports anything, the groups are removed after, stale ones of a killed bench at
@@ -47,7 +47,8 @@ limit allows).
    shared services of a fleet and the machine the user runs ``kernos run`` on. What it models:
    hosts of equal, fixed CPU, so 3 workers have 3× the CPU of 1 (choose CPU so that 3 × CPU
    leaves room on this machine's cores for PostgreSQL and the run, and so that 1 worker is
-   bound by its host: its CPU per child × 200 well above the 0.7 s of model time). Printed:
+   bound by its host: its CPU per child × 200 well above the 0.7 s of model time; on 2 cores,
+   0.4 left too little: with 3 workers the machine was 93% busy, 0.25 leaves room). Printed:
    the share of the hosts' quota the workers used in the children phase (near 100%: bound by
    their CPU) and how often the quota throttled them. What it does not model: network latency
    (``--hosts-netns`` puts each worker in a network namespace of its own too, tests/_netns.py,
