@@ -52,10 +52,15 @@ def test_a_clean_up_that_outlasts_the_grace_prints_where_it_waits_and_exits_1(
     assert worker.stderr is not None
     try:
         assert "executing" in worker.stderr.readline()
+        mine = f"%:{worker.pid}"
+        with psycopg.connect(fresh_postgres_url, autocommit=True) as probe:
+            deadline = time.monotonic() + 60
+            query = "SELECT id FROM task_executors WHERE id LIKE %s"
+            while not probe.execute(query, (mine,)).fetchall():  # its first beat is on its way
+                assert time.monotonic() < deadline, "the worker never beat"
+                time.sleep(0.05)
         with psycopg.connect(fresh_postgres_url) as other:
-            rows = other.execute(
-                "SELECT id FROM task_executors WHERE id LIKE %s FOR UPDATE", (f"%:{worker.pid}",)
-            ).fetchall()
+            rows = other.execute(query + " FOR UPDATE", (mine,)).fetchall()
             assert len(rows) == 1  # held until this block ends: the worker's retire waits
             sent = time.monotonic()
             worker.send_signal(signal.SIGTERM)
