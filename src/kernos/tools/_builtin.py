@@ -183,6 +183,11 @@ def _text_of(workspace: WorkspacePaths, real: Path, shown: str) -> str:
                 f"{shown} changed into a symlink while it was being opened; name the file it "
                 "points to, inside the workspace"
             ) from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise PathRefused(
+                f"{shown} disappeared while it was being opened; call list_files to see which "
+                "files exist"
+            ) from None
         raise
     with handle:
         if not workspace.visible(Path(opened)):  # a directory above it was swapped meanwhile
@@ -280,7 +285,8 @@ class _Walk:
 
     files: list[Path] = field(default_factory=list)
     too_deep: int = 0  # directories not entered: more than WALK_DEPTH below the base
-    stopped: bool = False  # WALK_ENTRIES entries were looked at
+    stopped: bool = False  # the entry cap was reached
+    cap: int = WALK_ENTRIES
 
     def notes(self, where: str) -> list[str]:
         notes: list[str] = []
@@ -291,17 +297,23 @@ class _Walk:
             )
         if self.stopped:
             notes.append(
-                f"[the walk stopped after {WALK_ENTRIES:,} entries, so some files were not "
+                f"[the walk stopped after {self.cap:,} entries, so some files were not "
                 "looked at; name a narrower path]"
             )
         return notes
 
 
-def _files(workspace: WorkspacePaths, base: Path, stop: threading.Event | None = None) -> _Walk:
+def _files(
+    workspace: WorkspacePaths,
+    base: Path,
+    stop: threading.Event | None = None,
+    *,
+    max_entries: int = WALK_ENTRIES,
+) -> _Walk:
     """Visible files under ``base``, sorted by path; symlinked directories are not entered (no
     loops), hidden and denied paths never returned. Iterative, at most :data:`WALK_DEPTH` levels
     deep and :data:`WALK_ENTRIES` entries long (a deep tree must not fail the whole call)."""
-    walk = _Walk()
+    walk = _Walk(cap=max_entries)
     pending = [(base, 0)]
     seen = 0
     while pending:
@@ -313,8 +325,8 @@ def _files(workspace: WorkspacePaths, base: Path, stop: threading.Event | None =
             continue
         for entry in entries:
             seen += 1
-            if seen > WALK_ENTRIES or (stop is not None and stop.is_set()):
-                walk.stopped = seen > WALK_ENTRIES
+            if seen > max_entries or (stop is not None and stop.is_set()):
+                walk.stopped = seen > max_entries
                 pending.clear()
                 break
             candidate = here / entry.name
