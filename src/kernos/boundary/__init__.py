@@ -18,6 +18,7 @@ if typing.TYPE_CHECKING:
         string_list,
         strip_padding,
     )
+    from kernos.boundary._regex import PatternTooComplex, compile_pattern
     from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
     from kernos.boundary._text import REPLACEMENT, clean_text, clean_value, nesting_depth
     from kernos.boundary._tool import (
@@ -35,6 +36,7 @@ __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "NULL_WORDS",
     "REPLACEMENT",
+    "PatternTooComplex",
     "SchemaExecute",
     "ToolContext",
     "ToolError",
@@ -44,6 +46,7 @@ __all__ = [
     "call_tool",
     "clean_text",
     "clean_value",
+    "compile_pattern",
     "decode_arguments",
     "identifier",
     "is_blank",
@@ -62,6 +65,7 @@ __all__ = [
 _EXPORTS = {
     "MAX_ARGUMENT_DEPTH": "_tool",
     "NULL_WORDS": "_padding",
+    "PatternTooComplex": "_regex",
     "REPLACEMENT": "_text",
     "SchemaExecute": "_schema",
     "ToolContext": "_tool",
@@ -72,6 +76,7 @@ _EXPORTS = {
     "call_tool": "_tool",
     "clean_text": "_text",
     "clean_value": "_text",
+    "compile_pattern": "_regex",
     "decode_arguments": "_tool",
     "identifier": "_padding",
     "is_blank": "_padding",

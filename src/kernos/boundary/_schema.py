@@ -30,10 +30,13 @@ its JSON schema:
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from kernos.boundary._padding import NULL_WORDS
+from kernos.boundary._regex import PatternTooComplex, compile_pattern
 from kernos.boundary._tool import ToolContext, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -53,6 +57,39 @@ _INTEGER = re.compile(r"^[+-]?\d+$")
 _MAX_DEPTH = 64  # schemas nest this deep at most in the plan; deeper reads as "anything"
 _JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
 _ABSENT: Any = object()  # a sentinel: "drop this key" (None is a value)
+#: the matching time one call's schema patterns get in all (prepare and validation each); a
+#: pattern still running then is stopped (``regex``'s ``timeout``), never left to hang the loop
+PATTERN_SECONDS = 1.0
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "kernos_schema_pattern_deadline", default=None
+)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str) -> Any:
+    """A schema's pattern compiled for a bounded run; ``None`` when it cannot be run at all."""
+    try:
+        return compile_pattern(pattern)
+    except (PatternTooComplex, ValueError, TypeError, OverflowError, MemoryError):
+        return None  # regex.error is a ValueError
+
+
+def _search(pattern: Any, text: str) -> bool | None:
+    """Whether ``pattern`` matches somewhere in ``text``, within what is left of the call's
+    :data:`PATTERN_SECONDS`; ``None``: it ran out of time. A pattern that cannot be run (too
+    large, not a regex) matches: the tool's owner judges what it cannot."""
+    compiled = _compiled(pattern) if isinstance(pattern, str) else pattern
+    if compiled is None:
+        return True
+    deadline = _deadline.get()
+    left = PATTERN_SECONDS if deadline is None else deadline - time.monotonic()
+    if left <= 0:
+        return None
+    try:
+        return compiled.search(text, timeout=left, concurrent=True) is not None
+    except TimeoutError:
+        return None
+
 
 # -- the compiled plan ---------------------------------------------------------------------------
 
@@ -64,7 +101,7 @@ class _Prop:
     types: frozenset[str] = frozenset()  # empty: the schema says nothing about the type
     nullable: bool = True
     enum: tuple[Any, ...] | None = None
-    pattern: re.Pattern[str] | None = None
+    pattern: Any = None  # a compiled regex.Pattern (see _compiled)
     obj: _Obj | None = None  # the object's own plan, when the value may be an object
     items: _Prop | None = None  # the element plan, when the value may be an array
 
@@ -74,7 +111,7 @@ class _Obj:
     properties: dict[str, _Prop] = field(default_factory=dict)
     required: frozenset[str] = frozenset()
     closed: bool = False  # additionalProperties: false
-    patterns: tuple[re.Pattern[str], ...] = ()
+    patterns: tuple[Any, ...] = ()  # compiled regex.Patterns of patternProperties
 
 
 class _Compiler:
@@ -171,10 +208,7 @@ class _Compiler:
         plan.nullable = nullable or untyped
         plan.enum = tuple(enums) if enums else None
         if len(patterns) == 1 and len(branches) == 1:
-            try:
-                plan.pattern = re.compile(patterns[0])
-            except (re.error, TypeError, ValueError):
-                plan.pattern = None
+            plan.pattern = _compiled(patterns[0])
         if len(objects) == 1:
             plan.obj = self.obj(objects[0])
         if len(arrays) == 1 and isinstance(arrays[0], Mapping):
@@ -194,10 +228,11 @@ class _Compiler:
         if isinstance(pattern_props, Mapping):
             compiled = []
             for pattern in pattern_props:
-                try:
-                    compiled.append(re.compile(str(pattern)))
-                except re.error:
-                    plan.closed = False  # a pattern we cannot read: never drop keys it may allow
+                runnable = _compiled(str(pattern))
+                if runnable is None:
+                    plan.closed = False  # a pattern we cannot run: never drop keys it may allow
+                else:
+                    compiled.append(runnable)
             plan.patterns = tuple(compiled)
         return plan
 
@@ -290,10 +325,8 @@ def _is_padding(value: Any) -> bool:
 
 
 def _pattern_allows(plan: _Obj, key: str) -> bool:
-    for pattern in plan.patterns:  # noqa: SIM110 (a loop is faster than any() here)
-        if pattern.search(key):
-            return True
-    return False
+    # out of time counts as allowed: the key is kept, and validation judges it
+    return any(_search(pattern, key) is not False for pattern in plan.patterns)
 
 
 def _clean_required(value: Any, prop: _Prop) -> Any:
@@ -359,7 +392,7 @@ def _clean_string(value: str, prop: _Prop) -> Any:
     if folded in NULL_WORDS:
         if enum is not None:
             return _ABSENT  # the enum does not hold it (checked above)
-        if prop.pattern is not None and prop.pattern.search(value) is None:
+        if prop.pattern is not None and _search(prop.pattern, value) is False:
             return _ABSENT
     return value
 
@@ -391,16 +424,90 @@ def schema_prepare(json_schema: Mapping[str, Any]) -> Callable[[Any], dict[str, 
     def prepare(raw: Any) -> dict[str, Any]:
         if not isinstance(raw, dict):
             return {}
+        token = _deadline.set(time.monotonic() + PATTERN_SECONDS)
         try:
             return _clean_object(raw, plan)
         except Exception:  # never raise: hand the arguments on for the validator to judge
             log.warning("padding normalization failed; arguments kept as sent", exc_info=True)
             return dict(raw)
+        finally:
+            _deadline.reset(token)
 
     return prepare
 
 
 # -- validation and the ToolSpec ------------------------------------------------------------------
+
+
+_TOO_SLOW = (
+    "matching {what} against the pattern {pattern!r} took too long (over {seconds:g} s); send a "
+    "shorter or simpler value"
+)
+
+
+def _too_slow(what: str, pattern: Any) -> str:
+    return _TOO_SLOW.format(what=what, pattern=pattern, seconds=PATTERN_SECONDS)
+
+
+def _bounded_pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``pattern`` keyword, run bounded (its own uses ``re``, which cannot stop)."""
+    from jsonschema.exceptions import ValidationError as SchemaError
+
+    if not validator.is_type(instance, "string"):
+        return
+    found = _search(pattern, instance)
+    if found is None:
+        yield SchemaError(_too_slow("the value", pattern))
+    elif not found:
+        yield SchemaError(f"{instance!r} does not match {pattern!r}")
+
+
+def _bounded_pattern_properties(
+    validator: Any, pattern_properties: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError as SchemaError
+
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        for key, value in instance.items():
+            found = _search(pattern, key)
+            if found is None:
+                shown = key if len(key) <= 40 else key[:39] + "…"
+                yield SchemaError(_too_slow(f"the property name {shown!r}", pattern))
+            elif found:
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _bounded_additional_properties(
+    validator: Any, allowed: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
+    """jsonschema's ``additionalProperties``, whose test against ``patternProperties`` is run
+    bounded; a name whose match runs out of time counts as additional."""
+    from jsonschema.exceptions import ValidationError as SchemaError
+
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = [
+        key
+        for key in instance
+        if key not in properties and not any(_search(p, key) for p in patterns)
+    ]
+    if validator.is_type(allowed, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], allowed, path=extra)
+    elif not allowed and extras:
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in sorted(extras))
+            listed = ", ".join(repr(each) for each in sorted(patterns))
+            yield SchemaError(f"{joined} {verb} not match any of the regexes: {listed}")
+        else:
+            names = ", ".join(repr(each) for each in sorted(extras, key=str))
+            verb = "was" if len(extras) == 1 else "were"
+            yield SchemaError(f"Additional properties are not allowed ({names} {verb} unexpected)")
 
 
 def _validator_for(json_schema: dict[str, Any]) -> Any | None:
@@ -411,7 +518,16 @@ def _validator_for(json_schema: dict[str, Any]) -> Any | None:
             json_schema, default=jsonschema.Draft202012Validator
         )
         cls.check_schema(json_schema)
-        return cls(json_schema)
+        extend: Any = jsonschema.validators.extend  # untyped in types-jsonschema
+        bounded = extend(
+            cls,
+            {
+                "pattern": _bounded_pattern,
+                "patternProperties": _bounded_pattern_properties,
+                "additionalProperties": _bounded_additional_properties,
+            },
+        )
+        return bounded(json_schema)
     except Exception:
         log.warning("a tool schema is not valid JSON Schema; arguments are not checked against it")
         return None
@@ -457,11 +573,14 @@ def _args_model(name: str, json_schema: dict[str, Any]) -> type[BaseModel]:
     def check(data: Any) -> Any:
         if validator is None:
             return data
+        token = _deadline.set(time.monotonic() + PATTERN_SECONDS)
         try:
             errors = list(validator.iter_errors(data))
         except Exception:  # an unresolvable $ref, a regex Python cannot read: let the tool judge
             log.warning("validating arguments of %s failed; sent unchecked", name, exc_info=True)
             return data
+        finally:
+            _deadline.reset(token)
         if errors:
             raise ValidationError.from_exception_data(title, _line_errors(errors))
         return data

@@ -59,7 +59,13 @@ if typing.TYPE_CHECKING:
         cancel_toolsets,
         shielded,
     )
-    from kernos.runtime._workspace import WorkspacePolicy, WorkspaceRefused, path_problem
+    from kernos.runtime._workspace import (
+        NotRegularFile,
+        WorkspacePolicy,
+        WorkspaceRefused,
+        open_regular,
+        path_problem,
+    )
 
 __all__ = [
     "NO_MODEL_MESSAGE",
@@ -78,6 +84,7 @@ __all__ = [
     "ModelAlias",
     "NoModelError",
     "NormalizedToolset",
+    "NotRegularFile",
     "OutputConfig",
     "RecordingModel",
     "ReplayModel",
@@ -111,6 +118,7 @@ __all__ = [
     "load_history",
     "new_session_id",
     "normalized",
+    "open_regular",
     "parse_agent_file",
     "parse_duration",
     "path_problem",
@@ -147,6 +155,7 @@ _EXPORTS = {
     "ModelAlias": "_config",
     "NO_MODEL_MESSAGE": "_config",
     "NoModelError": "_config",
+    "NotRegularFile": "_workspace",
     "NormalizedToolset": "_pydantic_ai",
     "OutputConfig": "_config",
     "RecordingModel": "_cassette",
@@ -181,6 +190,7 @@ _EXPORTS = {
     "load_history": "_history",
     "new_session_id": "_session",
     "normalized": "_pydantic_ai",
+    "open_regular": "_workspace",
     "parse_agent_file": "_config",
     "parse_duration": "_budget",
     "path_problem": "_workspace",

@@ -19,7 +19,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from kernos.runtime._errors import ConfigError
@@ -299,25 +299,26 @@ class WorkspacePolicy:
 
     def read_attachment(self, path: str | os.PathLike[str]) -> tuple[Path, bytes]:
         """The attachment's real path and bytes: checked first, then opened without following a
-        symlink swapped in meanwhile, re-checked on the open file, and read up to the cap only.
+        symlink swapped in meanwhile (:func:`open_regular`), re-checked on the open file (a
+        regular file whose own real path the policy allows), and read up to the cap only.
 
         Raises:
             WorkspaceRefused: see :meth:`attachment`; or the file changed or cannot be read.
         """
         shown = os.fspath(path).strip()
         real = self.attachment(path)
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
-            fd = os.open(real, flags | getattr(os, "O_CLOEXEC", 0))
+            handle, opened = open_regular(real)
+        except NotRegularFile:
+            raise self._refused("attachment", shown, "changed while it was being read") from None
         except OSError as exc:
             raise self._refused(
                 "attachment", shown, f"cannot be read ({exc.strerror or exc})"
             ) from None
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
+        with handle:
+            if path_problem(opened, self._roots, self._denied, allow_hidden=self.allow_hidden):
                 raise self._refused("attachment", shown, "changed while it was being read")
-            self._check_size(shown, info.st_size)
+            self._check_size(shown, os.fstat(handle.fileno()).st_size)
             data = handle.read(self.max_attachment_bytes + 1)
         self._check_size(shown, len(data))
         return real, data
@@ -361,6 +362,61 @@ class WorkspacePolicy:
             f"uses the {name}:// scheme, which this channel does not take; send the path of a "
             "file in the workspace",
         )
+
+
+class NotRegularFile(OSError):
+    """What :func:`open_regular` opened is not a regular file (a directory, pipe, device or
+    socket), or is no longer the file its path named."""
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def open_regular(path: str | os.PathLike[str]) -> tuple[BinaryIO, str]:
+    """Open a checked path for reading, then check what was opened: the other half of
+    :meth:`WorkspacePolicy.resolve` (between a check and an ``open`` the path may change).
+
+    The last component is not followed if it became a symlink (``O_NOFOLLOW``: ``ELOOP``), a pipe
+    swapped in does not block (``O_NONBLOCK``), and the open file must be a regular file. The path
+    returned is the open file's own real path (``/proc/self/fd``; elsewhere the path's real path,
+    accepted only when it is the same file), which the caller checks against its policy again:
+    that catches a directory above it swapped for a symlink.
+
+    Returns:
+        the open file (blocking reads of a regular file) and its real path.
+
+    Raises:
+        NotRegularFile: not a regular file, or not the file the path now names.
+        OSError: it cannot be opened (``ELOOP``: the last component is a symlink).
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(f"{os.fspath(path)} is not a regular file")
+        opened = _real_of_fd(fd, os.fspath(path), info)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    return handle, opened
+
+
+def _real_of_fd(fd: int, path: str, info: os.stat_result) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    real = _real(path)
+    now = os.stat(real)
+    if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+        raise NotRegularFile(f"{path} changed while it was being opened")
+    return real
 
 
 def _show(text: str) -> str:

@@ -9,27 +9,37 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
+import contextvars
+import errno
+import functools
 import os
 import re
+import threading
+import time
 from collections.abc import Callable
-from functools import cache
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field
 from wcmatch import glob as wcglob
 
 from kernos.boundary import (
+    PatternTooComplex,
     ToolContext,
     ToolError,
     ToolSpec,
     boolean_flag,
+    compile_pattern,
     identifier,
     is_blank,
     is_padding_word,
     non_blank_text,
 )
+from kernos.runtime import NotRegularFile, open_regular
 from kernos.tools._paths import PathRefused, WorkspacePaths
 
 #: lines ``read_file`` returns when no ``limit`` is given, and the most it returns at once
@@ -45,13 +55,21 @@ SEARCH_MAX = 200
 MATCH_CHARS = 300
 #: how many bytes are looked at to tell text from binary
 SNIFF_BYTES = 8192
+#: the time one ``search_files`` call may take, matching included (each match gets what is left)
+SEARCH_SECONDS = 5.0
+#: a longer line is searched only up to here (a pattern's cost grows with the text it runs over)
+SEARCH_LINE_CHARS = 4000
+#: walks go this many directories below ``path``; deeper ones are skipped with a note
+WALK_DEPTH = 64
+#: a walk looks at this many directory entries at most, then stops with a note
+WALK_ENTRIES = 50_000
 
 BUILTIN_NAMES = ("read_file", "list_files", "search_files")
 
 _GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE
 
 
-@cache
+@functools.cache
 def read_text(name: str) -> str:
     """A model-facing text file shipped next to this module (read once per process)."""
     return resources.files("kernos.tools").joinpath(name).read_text(encoding="utf-8")
@@ -147,16 +165,44 @@ BUILTIN_PREPARE: dict[str, Callable[[Any], dict[str, Any]]] = {
 
 
 def _text_of(workspace: WorkspacePaths, real: Path, shown: str) -> str:
-    """The file's text, or a refusal for an oversized, binary or non-UTF-8 file."""
-    size = real.stat().st_size
-    cap = workspace.max_file_bytes
-    if size > cap:
-        raise ToolError(
-            "file_too_large",
-            f"{shown} is {size:,} bytes, over the {cap:,}-byte cap for built-in tools; "
-            "use search_files to find the lines you need",
-        )
-    with real.open("rb") as handle:
+    """The file's text, or a refusal for an oversized, binary or non-UTF-8 file.
+
+    ``real`` was checked by the policy; between that check and the ``open`` it may have become a
+    symlink, a pipe or a path through a swapped directory, so what is opened is checked again
+    before a byte is read (:func:`kernos.runtime.open_regular`, as attachments are)."""
+    try:
+        handle, opened = open_regular(real)
+    except NotRegularFile:
+        raise PathRefused(
+            f"{shown} is not a regular file (a directory, pipe or device, or it changed while "
+            "it was being opened); call list_files to see which files exist"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW: the checked file became a symlink
+            raise PathRefused(
+                f"{shown} changed into a symlink while it was being opened; name the file it "
+                "points to, inside the workspace"
+            ) from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise PathRefused(
+                f"{shown} disappeared while it was being opened; call list_files to see which "
+                "files exist"
+            ) from None
+        raise
+    with handle:
+        if not workspace.visible(Path(opened)):  # a directory above it was swapped meanwhile
+            raise PathRefused(
+                f"{shown} changed while it was being opened and now leads outside what tools "
+                "may read; name a path inside the workspace"
+            )
+        size = os.fstat(handle.fileno()).st_size
+        cap = workspace.max_file_bytes
+        if size > cap:
+            raise ToolError(
+                "file_too_large",
+                f"{shown} is {size:,} bytes, over the {cap:,}-byte cap for built-in tools; "
+                "use search_files to find the lines you need",
+            )
         data = handle.read(cap + 1)
     sample = data[:SNIFF_BYTES]
     if b"\x00" in sample:
@@ -181,6 +227,7 @@ def _cut(line: str, limit: int) -> str:
 
 def read_file(workspace: WorkspacePaths, args: ReadFileArgs) -> str:
     """Numbered lines of one file, from ``offset`` for ``limit`` lines, capped."""
+    _no_nul(args.path, "path", "invalid_path")
     real = workspace.resolve(args.path)
     shown = workspace.display(_lexical(workspace, args.path))  # as named, even through a link
     lines = _text_of(workspace, real, shown).splitlines()
@@ -227,27 +274,91 @@ def _lexical(workspace: WorkspacePaths, path: str) -> Path:
 
 def _directory(workspace: WorkspacePaths, path: str) -> Path:
     """The lexical directory to walk, once the policy has allowed it."""
+    _no_nul(path, "path", "invalid_path")
     workspace.resolve(path, directory=True)
     return _lexical(workspace, path)
 
 
-def _files(workspace: WorkspacePaths, base: Path) -> list[Path]:
+@dataclass
+class _Walk:
+    """The visible files under a directory, and what the walk's bounds left out."""
+
+    files: list[Path] = field(default_factory=list)
+    too_deep: int = 0  # directories not entered: more than WALK_DEPTH below the base
+    stopped: bool = False  # the entry cap was reached
+    cap: int = WALK_ENTRIES
+
+    def notes(self, where: str) -> list[str]:
+        notes: list[str] = []
+        if self.too_deep:
+            notes.append(
+                f"[{self.too_deep} directories more than {WALK_DEPTH} levels below {where} were "
+                "not entered; name a deeper path to look inside them]"
+            )
+        if self.stopped:
+            notes.append(
+                f"[the walk stopped after {self.cap:,} entries, so some files were not "
+                "looked at; name a narrower path]"
+            )
+        return notes
+
+
+def _files(
+    workspace: WorkspacePaths,
+    base: Path,
+    stop: threading.Event | None = None,
+    *,
+    max_entries: int = WALK_ENTRIES,
+) -> _Walk:
     """Visible files under ``base``, sorted by path; symlinked directories are not entered (no
-    loops), hidden and denied paths never returned."""
-    found: list[Path] = []
-    for current, dirnames, filenames in os.walk(base, followlinks=False):
-        here = Path(current)
-        dirnames[:] = [
-            d for d in dirnames if not (here / d).is_symlink() and workspace.visible(here / d)
-        ]
-        for name in filenames:
-            candidate = here / name
-            if workspace.visible(candidate) and candidate.is_file():
-                found.append(candidate)
-    return sorted(found, key=lambda p: p.relative_to(base).as_posix())
+    loops), hidden and denied paths never returned. Iterative, at most :data:`WALK_DEPTH` levels
+    deep and :data:`WALK_ENTRIES` entries long (a deep tree must not fail the whole call)."""
+    walk = _Walk(cap=max_entries)
+    pending = [(base, 0)]
+    seen = 0
+    while pending:
+        here, depth = pending.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = list(listing)
+        except OSError:  # gone, unreadable, or swapped for something that is not a directory
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > max_entries or (stop is not None and stop.is_set()):
+                walk.stopped = seen > max_entries
+                pending.clear()
+                break
+            candidate = here / entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = not is_dir and entry.is_file()
+            except OSError:
+                continue
+            if is_dir:
+                if not workspace.visible(candidate):
+                    continue
+                if depth >= WALK_DEPTH:
+                    walk.too_deep += 1
+                else:
+                    pending.append((candidate, depth + 1))
+            elif is_file and workspace.visible(candidate):
+                walk.files.append(candidate)
+    walk.files.sort(key=lambda p: p.relative_to(base).as_posix())
+    return walk
+
+
+def _no_nul(value: str, field: str, code: str) -> None:
+    if "\x00" in value:
+        raise ToolError(
+            code,
+            f"{field} contains a NUL byte (\\x00), which no file name or text file holds; "
+            "remove it and call again",
+        )
 
 
 def _check_glob(pattern: str, field: str) -> None:
+    _no_nul(pattern, field, "invalid_pattern")
     if pattern.startswith(("/", "~")) or ".." in Path(pattern).parts:
         raise ToolError(
             "invalid_pattern",
@@ -256,52 +367,91 @@ def _check_glob(pattern: str, field: str) -> None:
         )
 
 
-def _matcher(pattern: str, *, names_anywhere: bool) -> Callable[[str], bool]:
+def _matcher(pattern: str, field: str, *, names_anywhere: bool) -> Callable[[str], bool]:
+    _check_glob(pattern, field)
     # grep --include style: a glob without '/' matches file names at any depth
     if names_anywhere and "/" not in pattern:
         pattern = "**/" + pattern
-    return lambda rel: wcglob.globmatch(rel, pattern, flags=_GLOB_FLAGS)
-
-
-def list_files(workspace: WorkspacePaths, args: ListFilesArgs) -> str:
-    """Files under ``path`` matching ``pattern``, sorted, capped."""
-    _check_glob(args.pattern, "pattern")
-    base = _directory(workspace, args.path)
-    matches = _matcher(args.pattern, names_anywhere=False)
-    found = sorted(
-        workspace.display(f)
-        for f in _files(workspace, base)
-        if matches(f.relative_to(base).as_posix())
-    )
-    where = workspace.display(base)
-    if not found:
-        return f"No files match {args.pattern} under {where}."
-    shown = found[:LIST_MAX]
-    text = "\n".join(shown)
-    if len(found) > LIST_MAX:
-        text += f"\n[{len(found) - LIST_MAX} more files not shown; narrow the pattern or the path]"
-    return text
-
-
-def search_files(workspace: WorkspacePaths, args: SearchFilesArgs) -> str:
-    """``path:line: text`` for each line matching the regex, capped; binary files skipped."""
     try:
-        regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-    except re.error as exc:
+        compiled = wcglob.compile(pattern, flags=_GLOB_FLAGS)
+    except Exception as exc:  # wcmatch's PatternLimitException is not public
+        if "limit" not in str(exc).lower():
+            raise
+        raise ToolError(
+            "invalid_pattern",
+            f"{field} expands to too many patterns ({exc}): every {{a,b}} multiplies them; use "
+            "fewer alternatives, or call again once per alternative",
+        ) from None
+    return lambda rel: bool(compiled.match(rel))
+
+
+def _regex(pattern: str, ignore_case: bool) -> Any:
+    """The model's pattern compiled for a bounded run (:func:`kernos.boundary.compile_pattern`)."""
+    _no_nul(pattern, "pattern", "invalid_regex")
+    flags = re.IGNORECASE if ignore_case else 0
+    try:
+        re.compile(pattern, flags)  # the syntax the description promises, with re's messages
+        return compile_pattern(pattern, regex.IGNORECASE if ignore_case else 0)
+    except PatternTooComplex as exc:
+        raise ToolError("pattern_too_complex", f"{exc}, and call search_files again") from None
+    except (re.error, regex.error) as exc:
         where = f" at position {exc.pos}" if exc.pos is not None else ""
         raise ToolError(
             "invalid_regex",
-            f"{args.pattern!r} is not a valid Python regular expression ({exc.msg}{where}); "
+            f"{pattern!r} is not a valid Python regular expression ({exc.msg}{where}); "
             r"escape literal characters such as ( ) [ ] { } . * + ? | \ with a backslash and "
             "call search_files again",
         ) from None
-    if args.glob is not None:
-        _check_glob(args.glob, "glob")
+
+
+def list_files(
+    workspace: WorkspacePaths, args: ListFilesArgs, stop: threading.Event | None = None
+) -> str:
+    """Files under ``path`` matching ``pattern``, sorted, capped."""
+    matches = _matcher(args.pattern, "pattern", names_anywhere=False)
     base = _directory(workspace, args.path)
-    wanted = _matcher(args.glob, names_anywhere=True) if args.glob else None
+    walk = _files(workspace, base, stop)
+    found = sorted(
+        workspace.display(f) for f in walk.files if matches(f.relative_to(base).as_posix())
+    )
+    where = workspace.display(base)
+    notes = walk.notes(where)
+    if not found:
+        return "\n".join([f"No files match {args.pattern} under {where}.", *notes])
+    shown = found[:LIST_MAX]
+    if len(found) > LIST_MAX:
+        notes.insert(
+            0, f"[{len(found) - LIST_MAX} more files not shown; narrow the pattern or the path]"
+        )
+    return "\n".join([*shown, *notes])
+
+
+def _too_slow(args: SearchFilesArgs) -> ToolError:
+    return ToolError(
+        "pattern_too_slow",
+        f"searching for {args.pattern!r} took longer than {SEARCH_SECONDS:g} seconds, so it was "
+        "stopped and nothing is shown; simplify the pattern (nested repeats such as (a+)+ are "
+        "slow), or narrow `path` or `glob`, and call search_files again",
+    )
+
+
+def search_files(
+    workspace: WorkspacePaths, args: SearchFilesArgs, stop: threading.Event | None = None
+) -> str:
+    """``path:line: text`` for each line matching the regex, capped; binary files skipped.
+
+    The whole call has :data:`SEARCH_SECONDS`; each match runs with what is left as its timeout
+    (``regex`` releases the GIL meanwhile), and running out is the coded ``pattern_too_slow``."""
+    deadline = time.monotonic() + SEARCH_SECONDS
+    pattern = _regex(args.pattern, args.ignore_case)
+    wanted = _matcher(args.glob, "glob", names_anywhere=True) if args.glob else None
+    base = _directory(workspace, args.path)
+    walk = _files(workspace, base, stop)
     lines: list[str] = []
-    more = skipped = 0
-    for file in _files(workspace, base):
+    more = skipped = cut = 0
+    for file in walk.files:
+        if stop is not None and stop.is_set():
+            raise _too_slow(args)  # nobody waits for this answer any more
         if wanted is not None and not wanted(file.relative_to(base).as_posix()):
             continue
         shown = workspace.display(file)
@@ -311,7 +461,16 @@ def search_files(workspace: WorkspacePaths, args: SearchFilesArgs) -> str:
             skipped += 1
             continue
         for number, line in enumerate(text.splitlines(), start=1):
-            if regex.search(line):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _too_slow(args)
+            if len(line) > SEARCH_LINE_CHARS:
+                cut += 1
+            try:
+                found = pattern.search(line, 0, SEARCH_LINE_CHARS, timeout=left, concurrent=True)
+            except TimeoutError:
+                raise _too_slow(args) from None
+            if found:
                 if len(lines) < SEARCH_MAX:
                     lines.append(f"{shown}:{number}: {_cut(line.strip(), MATCH_CHARS)}")
                 else:
@@ -321,6 +480,12 @@ def search_files(workspace: WorkspacePaths, args: SearchFilesArgs) -> str:
         notes.append(f"[{more} more matches not shown; narrow the pattern or the glob]")
     if skipped:
         notes.append(f"[{skipped} binary, non-UTF-8 or oversized files skipped]")
+    if cut:
+        notes.append(
+            f"[{cut} lines longer than {SEARCH_LINE_CHARS:,} characters were searched only in "
+            "their first part]"
+        )
+    notes.extend(walk.notes(workspace.display(base)))
     if not lines:
         scope = f" in files matching {args.glob}" if args.glob else ""
         return "\n".join(
@@ -332,15 +497,75 @@ def search_files(workspace: WorkspacePaths, args: SearchFilesArgs) -> str:
 # -- specs --------------------------------------------------------------------------------------
 
 
-def _spec(
-    name: str,
-    params: type[BaseModel],
-    run: Callable[[WorkspacePaths, Any], str],
-    ws: WorkspacePaths,
-) -> ToolSpec[Any]:
+def _check_read(args: ReadFileArgs) -> None:
+    _no_nul(args.path, "path", "invalid_path")
+
+
+def _check_list(args: ListFilesArgs) -> None:
+    _no_nul(args.path, "path", "invalid_path")
+    _matcher(args.pattern, "pattern", names_anywhere=False)
+
+
+def _check_search(args: SearchFilesArgs) -> None:
+    _no_nul(args.path, "path", "invalid_path")
+    if args.glob is not None:
+        _matcher(args.glob, "glob", names_anywhere=True)
+    _regex(args.pattern, args.ignore_case)
+
+
+#: the semantic stage of each tool: the model's text checked before anything runs
+_CHECKS: dict[str, Callable[[Any], None]] = {
+    "read_file": _check_read,
+    "list_files": _check_list,
+    "search_files": _check_search,
+}
+
+_Run = Callable[[WorkspacePaths, Any, threading.Event], str]
+
+
+async def _in_thread(name: str, run: _Run, ws: WorkspacePaths, args: Any) -> str:
+    """``run`` in a daemon thread of its own, awaited without blocking the event loop.
+
+    Not ``asyncio.to_thread``: its executor's threads are joined when the loop closes and when the
+    interpreter exits, so a run that is cancelled (``--timeout``, SIGTERM, a client gone) would
+    still hold the process until the file work ended. Here cancelling sets ``stop``, which the
+    work checks between files and entries, and nothing waits for the thread."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+    stop = threading.Event()
+    context = contextvars.copy_context()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():
+            outcome()
+
+    def work() -> None:
+        answer: Callable[[], None]
+        try:
+            answer = functools.partial(done.set_result, context.run(run, ws, args, stop))
+        except BaseException as exc:
+            answer = functools.partial(done.set_exception, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, answer)
+
+    threading.Thread(target=work, name=f"kernos-{name}", daemon=True).start()
+    try:
+        return await done
+    finally:
+        stop.set()
+
+
+def _spec(name: str, params: type[BaseModel], run: _Run, ws: WorkspacePaths) -> ToolSpec[Any]:
+    def validate(args: Any) -> ToolError | None:
+        try:
+            _CHECKS[name](args)
+        except ToolError as refusal:
+            return refusal
+        return None
+
     async def execute(args: Any, ctx: ToolContext) -> str:
         try:
-            return await asyncio.to_thread(run, ws, args)
+            return await _in_thread(name, run, ws, args)
         except PathRefused:
             raise
         except OSError as exc:
@@ -355,13 +580,18 @@ def _spec(
         params=params,
         execute=execute,
         prepare=BUILTIN_PREPARE[name],
+        validate=validate,
     )
+
+
+def _read(workspace: WorkspacePaths, args: ReadFileArgs, stop: threading.Event) -> str:
+    return read_file(workspace, args)
 
 
 def builtin_tools(workspace: WorkspacePaths) -> list[ToolSpec[Any]]:
     """The three read-only workspace tools, confined by ``workspace``."""
     return [
-        _spec("read_file", ReadFileArgs, read_file, workspace),
+        _spec("read_file", ReadFileArgs, _read, workspace),
         _spec("list_files", ListFilesArgs, list_files, workspace),
         _spec("search_files", SearchFilesArgs, search_files, workspace),
     ]
