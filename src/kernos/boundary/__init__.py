@@ -19,7 +19,13 @@ if typing.TYPE_CHECKING:
         strip_padding,
     )
     from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
-    from kernos.boundary._text import REPLACEMENT, clean_text, clean_value, nesting_depth
+    from kernos.boundary._text import (
+        REPLACEMENT,
+        clean_json_text,
+        clean_text,
+        clean_value,
+        nesting_depth,
+    )
     from kernos.boundary._tool import (
         MAX_ARGUMENT_DEPTH,
         ToolContext,
@@ -42,6 +48,7 @@ __all__ = [
     "ToolSpec",
     "boolean_flag",
     "call_tool",
+    "clean_json_text",
     "clean_text",
     "clean_value",
     "decode_arguments",
@@ -70,6 +77,7 @@ _EXPORTS = {
     "ToolSpec": "_tool",
     "boolean_flag": "_padding",
     "call_tool": "_tool",
+    "clean_json_text": "_text",
     "clean_text": "_text",
     "clean_value": "_text",
     "decode_arguments": "_tool",
