@@ -27,11 +27,11 @@ from kernos.runtime._budget import (
 # defined in _errors (light: the store raises it without building these models); kept here too
 from kernos.runtime._errors import ConfigError as ConfigError
 from kernos.runtime._home import (
-    _ENV_REF,
     _expand_env,
     _read_text,
     config_file,
     register_config_urls,
+    substitute_env,
 )
 from kernos.runtime._home import kernos_home as kernos_home
 from kernos.runtime._home import project_root as project_root
@@ -224,7 +224,7 @@ def peek_store_url(root: Path) -> tuple[str, str] | None:
     url = table.get("url") if isinstance(table, dict) else None
     if not isinstance(url, str) or not url.strip():
         return None
-    expanded = _ENV_REF.sub(lambda m: os.environ.get(m.group(1), m.group(0)), url.strip())
+    expanded = substitute_env(url.strip(), lambda name: os.environ.get(name, f"${{{name}}}"))
     return expanded, f"[store] url in {file}"
 
 
@@ -342,7 +342,7 @@ class Config(_Strict):
 
 def _strip_env(value: Any) -> Any:
     if isinstance(value, str):
-        return _ENV_REF.sub("", value)
+        return substitute_env(value, lambda name: "")
     if isinstance(value, dict):
         return {k: _strip_env(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -10,11 +10,17 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kernos.runtime._errors import ConfigError
-from kernos.runtime._secrets import register_secrets, register_url_secrets
+from kernos.runtime._secrets import (
+    register_secrets,
+    register_url_secrets,
+    secret_env_name,
+    secret_field,
+)
 
 
 def project_root(cwd: Path | None = None) -> Path:
@@ -78,14 +84,34 @@ def config_file(
         raise ConfigError(file, "(syntax)", f"not valid TOML ({exc})", "fix the syntax") from None
 
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: ``${NAME}``, or ``$${NAME}`` (group 1 set): the literal text ``${NAME}``, not expanded
+_ENV_REF = re.compile(r"(\$?)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def substitute_env(text: str, value_of: Callable[[str], str]) -> str:
+    """``text`` with each ``${NAME}`` replaced by ``value_of(NAME)`` and each ``$${NAME}`` by the
+    literal ``${NAME}``. Pure."""
+
+    def one(match: re.Match[str]) -> str:
+        return match.group(0)[1:] if match.group(1) else value_of(match.group(2))
+
+    return _ENV_REF.sub(one, text)
 
 
 def _expand_env(value: Any, file: Path | None, key: str) -> Any:
-    if isinstance(value, str):
+    """``value`` with its ``${ENV}`` references expanded (``$${X}`` is the literal ``${X}``).
 
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
+    An expanded value is a secret the scrubber learns when it comes from a secret place: a
+    field that holds a credential (:func:`secret_field`) or a variable named like one
+    (:func:`secret_env_name`). ``${DEPLOY_ENV}`` in ``instructions`` stays readable.
+
+    Raises:
+        ConfigError: a referenced variable is not set.
+    """
+    if isinstance(value, str):
+        secret = secret_field(key)
+
+        def lookup(name: str) -> str:
             found = os.environ.get(name)
             if found is None:
                 raise ConfigError(
@@ -94,10 +120,11 @@ def _expand_env(value: Any, file: Path | None, key: str) -> Any:
                     f"environment variable {name} is not set",
                     f"export {name}=... or remove the ${{{name}}} reference",
                 )
-            register_secrets(found)  # every expanded value is a secret the scrubber knows
+            if secret or secret_env_name(name):
+                register_secrets(found)
             return found
 
-        return _ENV_REF.sub(replace, value)
+        return substitute_env(value, lookup)
     if isinstance(value, dict):
         return {k: _expand_env(v, file, f"{key}.{k}" if key else k) for k, v in value.items()}
     if isinstance(value, list):
