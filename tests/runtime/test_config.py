@@ -129,3 +129,39 @@ def test_a_task_poll_interval_outside_its_range_is_a_config_error(
     assert load_config(cwd=tmp_path).tasks.poll == 0.5
     write(tmp_path / "kernos.toml", "")
     assert load_config(cwd=tmp_path).tasks.poll == 0.1
+
+
+def test_config_nesting_is_bounded_at_the_documented_depth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def nested(levels: int) -> str:
+        return "[" * levels + "]" * levels
+
+    # {channels: {c: {x: [[...]]}}}: three tables, then the lists
+    write(tmp_path / "kernos.toml", f'[channels.c]\nkind = "file"\nx = {nested(61)}\n')
+    load_config(cwd=tmp_path)  # 64 levels: fine
+    for levels in (62, 3_000):  # 65 levels parses but is refused; 3,000 would end tomllib
+        write(tmp_path / "kernos.toml", f'[channels.c]\nkind = "file"\nx = {nested(levels)}\n')
+        with pytest.raises(ConfigError) as info:
+            load_config(cwd=tmp_path)
+        assert (info.value.file, info.value.key) == (str(tmp_path / "kernos.toml"), "(syntax)")
+        assert str(info.value).endswith(
+            ": lists or tables nest more than 64 levels deep; flatten the nesting"
+        )
+
+
+def test_front_matter_nesting_is_bounded_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNOS_HOME", str(tmp_path / "state"))
+    agent = tmp_path / "state" / "agents" / "deep.md"
+    write(agent, "---\ndescription: " + "[" * 63 + "]" * 63 + "\n---\nBody.\n")
+    with pytest.raises(ConfigError) as info:  # 64 levels: read, then refused as a description
+        load_config(cwd=tmp_path)
+    assert info.value.key == "description"
+    for text in ("[" * 64 + "]" * 64, "[" * 5_000):  # 65 levels; 5,000 would end PyYAML
+        write(agent, f"---\ndescription: {text}\n---\nBody.\n")
+        with pytest.raises(ConfigError) as info:
+            load_config(cwd=tmp_path)
+        assert (info.value.file, info.value.key) == (str(agent), "front matter")
+        assert "nest more than 64 levels deep" in info.value.problem

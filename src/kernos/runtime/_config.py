@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,9 +28,12 @@ from kernos.runtime._errors import ConfigError as ConfigError
 from kernos.runtime._home import (
     _expand_env,
     _read_text,
+    check_depth,
     config_file,
+    load_toml,
     register_config_urls,
     substitute_env,
+    too_deep,
 )
 from kernos.runtime._home import kernos_home as kernos_home
 from kernos.runtime._home import project_root as project_root
@@ -217,8 +219,8 @@ def peek_store_url(root: Path) -> tuple[str, str] | None:
         return env, STORE_URL_ENV
     file = root / "kernos.toml"
     try:
-        data = tomllib.loads(_read_text(file)) if file.is_file() else {}
-    except (ConfigError, tomllib.TOMLDecodeError):
+        data = load_toml(file) if file.is_file() else {}
+    except ConfigError:
         return None
     table = data.get("store")
     url = table.get("url") if isinstance(table, dict) else None
@@ -411,11 +413,13 @@ def parse_agent_file(path: Path) -> AgentConfig:
         import yaml  # only front matter needs it; a command that never reads agents skips it
 
         try:
-            loaded = yaml.safe_load(head) or {}
+            loaded = check_depth(yaml.safe_load(head) or {}, path, "front matter")
         except yaml.YAMLError as exc:
             raise ConfigError(
                 path, "front matter", f"not valid YAML ({exc})", "fix the --- block"
             ) from None
+        except RecursionError:  # PyYAML composes recursively, one level per bracket
+            raise too_deep(path, "front matter") from None
         if not isinstance(loaded, dict):
             raise ConfigError(path, "front matter", "not a mapping", "use 'key: value' lines")
         meta = loaded
