@@ -103,6 +103,11 @@ PROBLEMS = {
         "agents.main.allowed_outputs: channel 'ghost' is not configured; define [channels.ghost]",
     ),
     "tool": ('[agents.main]\ntools = ["nosuch"]\n', "agents.main.tools: 'nosuch' matches no tool"),
+    "function named like a kernos tool": (
+        '[tools.output_list_channels]\nfunction = "os:getcwd"\n',
+        "kernos.toml: tools.output_list_channels: 'output_list_channels' is a kernos tool, "
+        "configured elsewhere (the output tools: [channels.NAME]",
+    ),
     "mcp server": (
         '[mcp.broken]\ncommand = "/nonexistent/kernos-check-cmd"\n',
         "mcp.broken: the server did not start (FileNotFoundError",

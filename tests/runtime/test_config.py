@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernos.runtime import ConfigError, load_config
+from kernos.testing import FakeOpenAIServer
 
 
 def write(path: Path, text: str) -> Path:
@@ -165,3 +166,42 @@ def test_front_matter_nesting_is_bounded_too(
             load_config(cwd=tmp_path)
         assert (info.value.file, info.value.key) == (str(agent), "front matter")
         assert "nest more than 64 levels deep" in info.value.problem
+
+
+@pytest.mark.parametrize(
+    "name", ["task", "task_send", "task_output", "task_cancel", "output_list_channels",
+             "output_send__log"],
+)  # fmt: skip
+def test_a_function_named_like_a_kernos_tool_is_a_config_error(tmp_path: Path, name: str) -> None:
+    # [tools.task] and [tools.output_list_channels] were dropped for kernos's own, silently
+    write(tmp_path / "kernos.toml", f'[tools.{name}]\nfunction = "os:getcwd"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path)
+    assert (info.value.file, info.value.key) == (str(tmp_path / "kernos.toml"), f"tools.{name}")
+    assert info.value.problem.startswith(f"{name!r} is a kernos tool, configured elsewhere (the ")
+    assert "give the function another name" in info.value.fix
+    write(tmp_path / "kernos.toml", '[tools.tasks_due]\nfunction = "os:getcwd"\n')
+    assert list(load_config(cwd=tmp_path).tools) == ["tasks_due"]
+
+
+async def test_every_kernos_tool_a_session_gets_is_a_reserved_name(
+    tmp_path: Path, openai_env: FakeOpenAIServer
+) -> None:
+    from kernos._app import agent_session
+    from kernos.runtime import Runtime
+    from kernos.runtime._config import kernos_tool_home
+
+    write(
+        tmp_path / "kernos.toml",
+        'default_model = "openai-chat:x"\n[channels.log]\nkind = "file"\npath = "out.jsonl"\n'
+        '[agents.main]\nallowed_outputs = ["log"]\n',
+    )
+    runtime = Runtime.open(cwd=tmp_path)
+    try:
+        async with agent_session(runtime, "main", wait=False) as (session, _):
+            names = set(session.tools)
+    finally:
+        runtime.close()
+    catalog = {"read_file", "list_files", "search_files"}  # the built-ins: the catalog's check
+    assert {"task", "output_list_channels", "output_send__log"} <= names
+    assert sorted(n for n in names - catalog if kernos_tool_home(n) is None) == []

@@ -272,6 +272,41 @@ class McpServerConfig(_Strict):
         return self
 
 
+#: kernos's own tools outside the tool catalog, and where each is configured: a ``[tools.NAME]``
+#: function under one of these names would be dropped for kernos's (names ending in ``*`` are
+#: prefixes). Listed here, not imported: runtime imports no subsystem (pyproject's contracts);
+#: tests/runtime/test_config.py checks the list against the subsystems' real tools.
+KERNOS_TOOLS = {
+    "task": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "task_send": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "task_output": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "task_cancel": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "output_list_channels": "the output tools: [channels.NAME] and each agent's allowed_outputs",
+    "output_send__*": "the output tools: [channels.NAME] and each agent's allowed_outputs",
+}
+
+
+def kernos_tool_home(name: str) -> str | None:
+    """Where the kernos tool called ``name`` is configured, or None when no kernos tool has that
+    name (see :data:`KERNOS_TOOLS`). Pure."""
+    for reserved, where in KERNOS_TOOLS.items():
+        if name == reserved or (reserved.endswith("*") and name.startswith(reserved[:-1])):
+            return where
+    return None
+
+
+def _check_function_names(config: Config, file: Path) -> None:
+    for name in config.tools:
+        where = kernos_tool_home(name)
+        if where is not None:
+            raise ConfigError(
+                file,
+                f"tools.{name}",
+                f"{name!r} is a kernos tool, configured elsewhere ({where})",
+                "give the function another name: a [tools.NAME] function cannot replace it",
+            )
+
+
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 
 
@@ -482,6 +517,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         _raise_validation(file, "", exc)
         raise  # pragma: no cover
     config.path = file if file.exists() else None
+    _check_function_names(config, file)
     config.alias_problems = alias_problems
     config.base_dir = file.parent.absolute()
     config.home = kernos_home(cwd)
