@@ -103,6 +103,11 @@ PROBLEMS = {
         "agents.main.allowed_outputs: channel 'ghost' is not configured; define [channels.ghost]",
     ),
     "tool": ('[agents.main]\ntools = ["nosuch"]\n', "agents.main.tools: 'nosuch' matches no tool"),
+    "function named like a kernos tool": (
+        '[tools.output_list_channels]\nfunction = "os:getcwd"\n',
+        "kernos.toml: tools.output_list_channels: 'output_list_channels' is a kernos tool, "
+        "configured elsewhere (the output tools: [channels.NAME]",
+    ),
     "mcp server": (
         '[mcp.broken]\ncommand = "/nonexistent/kernos-check-cmd"\n',
         "mcp.broken: the server did not start (FileNotFoundError",
@@ -122,6 +127,30 @@ def test_each_kind_of_problem_gives_its_line(tmp_path: Path, kind: str) -> None:
     assert len(lines) == 1, lines
     assert line in lines[0]
     assert done.stderr == "1 problem found\n"
+
+
+@pytest.mark.parametrize("where", ["kernos.toml", "front matter"])
+def test_deep_nesting_is_one_line_and_exit_2_for_every_command(tmp_path: Path, where: str) -> None:
+    # a 3,000-deep array in kernos.toml or a 5,000-deep [ in front matter ended every command
+    # with a 190 KB RecursionError traceback (exit 1)
+    if where == "kernos.toml":
+        file = tmp_path / "kernos.toml"
+        file.write_text("x = " + "[" * 3_000 + "]" * 3_000 + "\n", encoding="utf-8")
+        line = (
+            f"{file}: (syntax): lists or tables nest more than 64 levels deep; flatten the nesting"
+        )
+    else:
+        file = tmp_path / ".kernos" / "agents" / "deep.md"
+        file.parent.mkdir(parents=True)
+        file.write_text("---\ntools: " + "[" * 5_000 + "\n---\nBody.\n", encoding="utf-8")
+        line = f"{file}: front matter: lists or tables nest more than 64 levels deep; flatten the"
+    for command in (("tools",), ("run", "hi", "-m", "openai-chat:x"), ("config", "check")):
+        done = kernos(*command, cwd=tmp_path)
+        assert done.returncode == 2, (command, done.stderr[-500:])
+        assert "Traceback" not in done.stderr
+        shown = done.stdout if command[0] == "config" else done.stderr
+        assert len(shown.splitlines()) == 1, (command, shown[-500:])
+        assert line in shown, (command, shown)
 
 
 def test_a_bad_agent_file_names_the_file(tmp_path: Path) -> None:

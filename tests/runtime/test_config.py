@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernos.runtime import ConfigError, load_config
+from kernos.testing import FakeOpenAIServer
 
 
 def write(path: Path, text: str) -> Path:
@@ -129,3 +130,78 @@ def test_a_task_poll_interval_outside_its_range_is_a_config_error(
     assert load_config(cwd=tmp_path).tasks.poll == 0.5
     write(tmp_path / "kernos.toml", "")
     assert load_config(cwd=tmp_path).tasks.poll == 0.1
+
+
+def test_config_nesting_is_bounded_at_the_documented_depth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def nested(levels: int) -> str:
+        return "[" * levels + "]" * levels
+
+    # {channels: {c: {x: [[...]]}}}: three tables, then the lists
+    write(tmp_path / "kernos.toml", f'[channels.c]\nkind = "file"\nx = {nested(61)}\n')
+    load_config(cwd=tmp_path)  # 64 levels: fine
+    for levels in (62, 3_000):  # 65 levels parses but is refused; 3,000 would end tomllib
+        write(tmp_path / "kernos.toml", f'[channels.c]\nkind = "file"\nx = {nested(levels)}\n')
+        with pytest.raises(ConfigError) as info:
+            load_config(cwd=tmp_path)
+        assert (info.value.file, info.value.key) == (str(tmp_path / "kernos.toml"), "(syntax)")
+        assert str(info.value).endswith(
+            ": lists or tables nest more than 64 levels deep; flatten the nesting"
+        )
+
+
+def test_front_matter_nesting_is_bounded_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNOS_HOME", str(tmp_path / "state"))
+    agent = tmp_path / "state" / "agents" / "deep.md"
+    write(agent, "---\ndescription: " + "[" * 63 + "]" * 63 + "\n---\nBody.\n")
+    with pytest.raises(ConfigError) as info:  # 64 levels: read, then refused as a description
+        load_config(cwd=tmp_path)
+    assert info.value.key == "description"
+    for text in ("[" * 64 + "]" * 64, "[" * 5_000):  # 65 levels; 5,000 would end PyYAML
+        write(agent, f"---\ndescription: {text}\n---\nBody.\n")
+        with pytest.raises(ConfigError) as info:
+            load_config(cwd=tmp_path)
+        assert (info.value.file, info.value.key) == (str(agent), "front matter")
+        assert "nest more than 64 levels deep" in info.value.problem
+
+
+@pytest.mark.parametrize(
+    "name", ["task", "task_send", "task_output", "task_cancel", "output_list_channels",
+             "output_send__log"],
+)  # fmt: skip
+def test_a_function_named_like_a_kernos_tool_is_a_config_error(tmp_path: Path, name: str) -> None:
+    # [tools.task] and [tools.output_list_channels] were dropped for kernos's own, silently
+    write(tmp_path / "kernos.toml", f'[tools.{name}]\nfunction = "os:getcwd"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path)
+    assert (info.value.file, info.value.key) == (str(tmp_path / "kernos.toml"), f"tools.{name}")
+    assert info.value.problem.startswith(f"{name!r} is a kernos tool, configured elsewhere (the ")
+    assert "give the function another name" in info.value.fix
+    write(tmp_path / "kernos.toml", '[tools.tasks_due]\nfunction = "os:getcwd"\n')
+    assert list(load_config(cwd=tmp_path).tools) == ["tasks_due"]
+
+
+async def test_every_kernos_tool_a_session_gets_is_a_reserved_name(
+    tmp_path: Path, openai_env: FakeOpenAIServer
+) -> None:
+    from kernos._app import agent_session
+    from kernos.runtime import Runtime
+    from kernos.runtime._config import kernos_tool_home
+
+    write(
+        tmp_path / "kernos.toml",
+        'default_model = "openai-chat:x"\n[channels.log]\nkind = "file"\npath = "out.jsonl"\n'
+        '[agents.main]\nallowed_outputs = ["log"]\n',
+    )
+    runtime = Runtime.open(cwd=tmp_path)
+    try:
+        async with agent_session(runtime, "main", wait=False) as (session, _):
+            names = set(session.tools)
+    finally:
+        runtime.close()
+    catalog = {"read_file", "list_files", "search_files"}  # the built-ins: the catalog's check
+    assert {"task", "output_list_channels", "output_send__log"} <= names
+    assert sorted(n for n in names - catalog if kernos_tool_home(n) is None) == []

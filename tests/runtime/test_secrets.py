@@ -34,6 +34,7 @@ from kernos.runtime import (
     url_secrets,
 )
 from kernos.runtime._config import _expand_env
+from kernos.runtime._secrets import secret_field
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.conftest import KERNOS
 
@@ -134,6 +135,127 @@ def test_expanded_env_values_are_registered(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("HOOK_PASSWORD", NO_SHAPE)
     assert _expand_env({"x": "p=${HOOK_PASSWORD}"}, None, "") == {"x": f"p={NO_SHAPE}"}
     assert scrub_text(f"login {NO_SHAPE} refused") == "login [redacted] refused"
+
+
+def test_secrets_come_from_secret_places_not_from_every_expansion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEPLOY_ENV", "production")
+    monkeypatch.setenv("HOME", "/home/alice-example")
+    monkeypatch.setenv(
+        "DOCS_VALUE", "docsheader-77aa"
+    )  # neither name says "secret": the field does
+    monkeypatch.setenv("BOT_VALUE", "bottokenvalue-88")
+    monkeypatch.setenv("SERVICE_TOKEN", "servicetoken-99")  # the name says it, whatever the field
+    (tmp_path / "kernos.toml").write_text(
+        textwrap.dedent("""
+            [agents.main]
+            instructions = "Query the ${DEPLOY_ENV} database with ${SERVICE_TOKEN}."
+
+            [mcp.git]
+            command = "mcp-server-git"
+            args = ["--repository", "${HOME}/src"]
+            env = { GIT_CONFIG_GLOBAL = "${HOME}/.gitconfig" }
+
+            [mcp.docs]
+            url = "http://127.0.0.1:9/mcp"
+            headers = { X-Docs = "${DOCS_VALUE}" }
+
+            [channels.bot]
+            kind = "webhook"
+            url = "http://127.0.0.1:9/hook"
+            token = "${BOT_VALUE}"
+        """),
+        encoding="utf-8",
+    )
+    config = load_config(cwd=tmp_path)
+    assert (
+        config.agents["main"].instructions == "Query the production database with servicetoken-99."
+    )
+    assert known_secrets() == {"docsheader-77aa", "bottokenvalue-88", "servicetoken-99"}
+    said = "the production database at /home/alice-example/src"
+    assert scrub_text(said) == said
+    assert (
+        scrub_text("sent docsheader-77aa and bottokenvalue-88") == "sent [redacted] and [redacted]"
+    )
+
+
+def test_double_dollar_is_the_literal_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SET_TOKEN", "settokenvalue-1")
+    monkeypatch.delenv("UNSET_THING", raising=False)
+    (tmp_path / "kernos.toml").write_text(
+        '[agents.main]\ninstructions = "Write $${UNSET_THING} and $${SET_TOKEN}, '
+        'not ${SET_TOKEN}."\n',
+        encoding="utf-8",
+    )
+    config = load_config(cwd=tmp_path)
+    assert config.agents["main"].instructions == (
+        "Write ${UNSET_THING} and ${SET_TOKEN}, not settokenvalue-1."
+    )
+    assert _expand_env({"a": "$$${SET_TOKEN}", "b": "$ {X} $$ {Y}"}, None, "") == {
+        "a": "$${SET_TOKEN}",
+        "b": "$ {X} $$ {Y}",
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("mcp.docs.headers.Authorization", True),
+        ("mcp.docs.headers.X-Trace", True),
+        ("channels.qq.token", True),
+        ("channels.mail.smtp_password", True),
+        ("models.fast.api_key", True),
+        ("tools.t.apiKey", True),
+        ("mcp.git.env.GITHUB_TOKEN", True),
+        ("agents.main.instructions", False),
+        ("mcp.git.env.GIT_CONFIG_GLOBAL", False),
+        ("mcp.git.args[1]", False),
+        ("channels.log.path", False),
+        ("agents.main.keywords", False),
+    ],
+)
+def test_which_config_fields_hold_credentials(key: str, secret: bool) -> None:
+    assert secret_field(key) is secret
+
+
+async def test_a_header_secret_is_scrubbed_from_a_tool_result_and_the_log(
+    openai_env: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCS_VALUE", NO_SHAPE)
+    monkeypatch.setenv("DEPLOY_ENV", "production")
+    (tmp_path / "kernos.toml").write_text(
+        '[agents.main]\ninstructions = "On ${DEPLOY_ENV}."\n'
+        '[mcp.docs]\nurl = "http://127.0.0.1:9/mcp"\n'
+        'headers = { Authorization = "Bearer ${DOCS_VALUE}" }\n',
+        encoding="utf-8",
+    )
+    config = load_config(cwd=tmp_path)
+    install_log_scrubber()
+    handler = logging.FileHandler(tmp_path / "log", encoding="utf-8")
+    logging.getLogger("kernos").addHandler(handler)
+
+    async def leak(params: _NoArgs, ctx: Any) -> str:
+        logging.getLogger("kernos.mcp").warning("sent %s on production", NO_SHAPE)
+        return f"header was {NO_SHAPE} on production"
+
+    openai_env.script(tool_call("leak"), text("done", when="header was"))
+    try:
+        session = Session(
+            resolve_model("openai-chat:x", config),
+            config.agents["main"].instructions,
+            tools=[ToolSpec("leak", "Leak a value.", _NoArgs, leak)],
+        )
+        assert await session.prompt("go") == "done"
+    finally:
+        logging.getLogger("kernos").removeHandler(handler)
+        handler.close()
+    assert openai_env.tool_results() == ["header was [redacted] on production"]
+    assert openai_env.requests[0]["messages"][0]["content"] == "On production."
+    written = (tmp_path / "log").read_text(encoding="utf-8")
+    assert "sent [redacted] on production" in written and NO_SHAPE not in written
 
 
 def test_config_urls_are_registered(tmp_path: Path) -> None:

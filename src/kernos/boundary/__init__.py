@@ -20,7 +20,13 @@ if typing.TYPE_CHECKING:
     )
     from kernos.boundary._regex import PatternTooComplex, compile_pattern
     from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
-    from kernos.boundary._text import REPLACEMENT, clean_text, clean_value, nesting_depth
+    from kernos.boundary._text import (
+        REPLACEMENT,
+        clean_json_text,
+        clean_text,
+        clean_value,
+        nesting_depth,
+    )
     from kernos.boundary._tool import (
         MAX_ARGUMENT_DEPTH,
         ToolContext,
@@ -44,6 +50,7 @@ __all__ = [
     "ToolSpec",
     "boolean_flag",
     "call_tool",
+    "clean_json_text",
     "clean_text",
     "clean_value",
     "compile_pattern",
@@ -74,6 +81,7 @@ _EXPORTS = {
     "ToolSpec": "_tool",
     "boolean_flag": "_padding",
     "call_tool": "_tool",
+    "clean_json_text": "_text",
     "clean_text": "_text",
     "clean_value": "_text",
     "compile_pattern": "_regex",

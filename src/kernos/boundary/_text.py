@@ -12,6 +12,15 @@ import re
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# JSON escapes, matched left to right so that an escaped backslash before "udc00" is not
+# taken for an escape: a surrogate pair (kept), a lone surrogate (group 1: replaced), any other
+# escape (kept)
+_JSON_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+    r"|\\.",
+    re.DOTALL,
+)
 
 REPLACEMENT = "\ufffd"
 
@@ -23,6 +32,21 @@ def clean_text(text: str) -> str:
     except UnicodeEncodeError:
         return _SURROGATE.sub(REPLACEMENT, text)
     return text
+
+
+def clean_json_text(text: str) -> str:
+    """JSON text (a tool call's arguments) cleaned of lone surrogates, written or escaped.
+
+    A raw one becomes U+FFFD (:func:`clean_text`); an escaped one (``"\\udce9"``, valid JSON that
+    decodes to a lone surrogate) becomes ``\\ufffd``, so the text decodes to clean strings
+    wherever it is parsed again (a history sent back to the provider, a cassette, the store).
+    Escaped pairs and every other escape are kept; clean text is returned as it is.
+    """
+    text = clean_text(text)
+    if "\\ud" not in text and "\\uD" not in text:
+        return text
+    cleaned = _JSON_ESCAPE.sub(lambda m: "\\ufffd" if m.group(1) else m.group(0), text)
+    return text if cleaned == text else cleaned
 
 
 def clean_value(value: Any) -> Any:

@@ -3,9 +3,9 @@
 A lone UTF-16 surrogate in a model's text (valid JSON: ``"done \\ud800 ok"``) would otherwise fail
 every UTF-8 writer after it: stdout, SQLite, the log, a cassette, the next request to the provider.
 :class:`CleanTextModel` wraps a model so that text parts, thinking, tool names and tool-call
-argument text come out with U+FFFD in its place (valid text stays byte-identical). Escaped
-surrogates inside argument JSON (``"\\\\ud800"``) are decoded, and cleaned, by
-:func:`kernos.boundary.decode_arguments`, the one parser of tool arguments.
+argument text come out with U+FFFD in its place (valid text stays byte-identical); a lone
+surrogate escaped inside argument JSON (``"\\\\ud800"``) becomes ``\\\\ufffd``
+(:func:`kernos.boundary.clean_json_text`), so the arguments sent back in the history are clean too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from kernos.boundary import clean_text, clean_value
+from kernos.boundary import clean_json_text, clean_text, clean_value
 from kernos.runtime._chat import inner_layer
 
 
@@ -38,8 +38,10 @@ def clean_part(part: ModelResponsePart) -> ModelResponsePart:
     elif isinstance(part, BaseToolCallPart):
         if (name := clean_text(part.tool_name)) is not part.tool_name:
             changes["tool_name"] = name
+        if (call_id := clean_text(part.tool_call_id)) is not part.tool_call_id:
+            changes["tool_call_id"] = call_id
         if isinstance(part.args, str):
-            if (args := clean_text(part.args)) is not part.args:
+            if (args := clean_json_text(part.args)) is not part.args:
                 changes["args"] = args
         elif isinstance(part.args, dict):
             changes["args"] = clean_value(part.args)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,11 +26,14 @@ from kernos.runtime._budget import (
 # defined in _errors (light: the store raises it without building these models); kept here too
 from kernos.runtime._errors import ConfigError as ConfigError
 from kernos.runtime._home import (
-    _ENV_REF,
     _expand_env,
     _read_text,
+    check_depth,
     config_file,
+    load_toml,
     register_config_urls,
+    substitute_env,
+    too_deep,
 )
 from kernos.runtime._home import kernos_home as kernos_home
 from kernos.runtime._home import project_root as project_root
@@ -217,14 +219,14 @@ def peek_store_url(root: Path) -> tuple[str, str] | None:
         return env, STORE_URL_ENV
     file = root / "kernos.toml"
     try:
-        data = tomllib.loads(_read_text(file)) if file.is_file() else {}
-    except (ConfigError, tomllib.TOMLDecodeError):
+        data = load_toml(file) if file.is_file() else {}
+    except ConfigError:
         return None
     table = data.get("store")
     url = table.get("url") if isinstance(table, dict) else None
     if not isinstance(url, str) or not url.strip():
         return None
-    expanded = _ENV_REF.sub(lambda m: os.environ.get(m.group(1), m.group(0)), url.strip())
+    expanded = substitute_env(url.strip(), lambda name: os.environ.get(name, f"${{{name}}}"))
     return expanded, f"[store] url in {file}"
 
 
@@ -268,6 +270,41 @@ class McpServerConfig(_Strict):
                 "set exactly one of command (a stdio server) or url (Streamable HTTP)",
             )
         return self
+
+
+#: kernos's own tools outside the tool catalog, and where each is configured: a ``[tools.NAME]``
+#: function under one of these names would be dropped for kernos's (names ending in ``*`` are
+#: prefixes). Listed here, not imported: runtime imports no subsystem (pyproject's contracts);
+#: tests/runtime/test_config.py checks the list against the subsystems' real tools.
+KERNOS_TOOLS = {
+    "task": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "task_send": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "task_output": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "task_cancel": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
+    "output_list_channels": "the output tools: [channels.NAME] and each agent's allowed_outputs",
+    "output_send__*": "the output tools: [channels.NAME] and each agent's allowed_outputs",
+}
+
+
+def kernos_tool_home(name: str) -> str | None:
+    """Where the kernos tool called ``name`` is configured, or None when no kernos tool has that
+    name (see :data:`KERNOS_TOOLS`). Pure."""
+    for reserved, where in KERNOS_TOOLS.items():
+        if name == reserved or (reserved.endswith("*") and name.startswith(reserved[:-1])):
+            return where
+    return None
+
+
+def _check_function_names(config: Config, file: Path) -> None:
+    for name in config.tools:
+        where = kernos_tool_home(name)
+        if where is not None:
+            raise ConfigError(
+                file,
+                f"tools.{name}",
+                f"{name!r} is a kernos tool, configured elsewhere ({where})",
+                "give the function another name: a [tools.NAME] function cannot replace it",
+            )
 
 
 _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
@@ -342,7 +379,7 @@ class Config(_Strict):
 
 def _strip_env(value: Any) -> Any:
     if isinstance(value, str):
-        return _ENV_REF.sub("", value)
+        return substitute_env(value, lambda name: "")
     if isinstance(value, dict):
         return {k: _strip_env(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -411,11 +448,13 @@ def parse_agent_file(path: Path) -> AgentConfig:
         import yaml  # only front matter needs it; a command that never reads agents skips it
 
         try:
-            loaded = yaml.safe_load(head) or {}
+            loaded = check_depth(yaml.safe_load(head) or {}, path, "front matter")
         except yaml.YAMLError as exc:
             raise ConfigError(
                 path, "front matter", f"not valid YAML ({exc})", "fix the --- block"
             ) from None
+        except RecursionError:  # PyYAML composes recursively, one level per bracket
+            raise too_deep(path, "front matter") from None
         if not isinstance(loaded, dict):
             raise ConfigError(path, "front matter", "not a mapping", "use 'key: value' lines")
         meta = loaded
@@ -478,6 +517,7 @@ def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> C
         _raise_validation(file, "", exc)
         raise  # pragma: no cover
     config.path = file if file.exists() else None
+    _check_function_names(config, file)
     config.alias_problems = alias_problems
     config.base_dir = file.parent.absolute()
     config.home = kernos_home(cwd)

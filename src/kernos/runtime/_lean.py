@@ -38,7 +38,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from kernos.boundary import ToolResult, ToolSpec, clean_text
+from kernos.boundary import ToolResult, ToolSpec, clean_json_text, clean_text
 from kernos.runtime._cassette import RecordingModel, ReplayModel
 from kernos.runtime._chat import PIN, OpenAIChat
 from kernos.runtime._config import ConfigError
@@ -159,9 +159,9 @@ class ReplayLean:
             args = call.get("args", {})
             reply.calls.append(
                 (
-                    str(call.get("id") or f"replay_{index}_{n}"),
+                    clean_text(str(call.get("id") or f"replay_{index}_{n}")),
                     clean_text(str(call["name"])),
-                    clean_text(args if isinstance(args, str) else dumps(args)),
+                    clean_json_text(args if isinstance(args, str) else dumps(args)),
                 )
             )
         if on_delta is not None and reply.text:

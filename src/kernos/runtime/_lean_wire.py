@@ -38,7 +38,7 @@ from pydantic_ai.exceptions import (
 )
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from kernos.boundary import clean_text
+from kernos.boundary import clean_json_text, clean_text
 
 ATTEMPTS = 3  # the openai SDK's default too: one request and two retries
 _MAX_WAIT = 60.0  # a Retry-After longer than this is cut to it (a run should not sleep for hours)
@@ -136,9 +136,11 @@ def parse_completion(data: Any) -> Reply:
         arguments = function.get("arguments")
         reply.calls.append(
             (
-                str(call.get("id") or f"call_{n}"),
+                clean_text(str(call.get("id") or f"call_{n}")),
                 clean_text(str(function.get("name") or "")),
-                clean_text(arguments if isinstance(arguments, str) else dumps(arguments or {})),
+                clean_json_text(
+                    arguments if isinstance(arguments, str) else dumps(arguments or {})
+                ),
             )
         )
     _usage_into(reply, data.get("usage"))
@@ -224,7 +226,11 @@ class StreamAccumulator:
         for n, index in enumerate(sorted(self._calls)):
             call_id, name, *pieces = self._calls[index]
             reply.calls.append(
-                (call_id or f"call_{n}", clean_text(name), clean_text("".join(pieces)))
+                (
+                    clean_text(call_id or f"call_{n}"),
+                    clean_text(name),
+                    clean_json_text("".join(pieces)),
+                )
             )
         return reply
 

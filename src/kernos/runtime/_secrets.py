@@ -1,8 +1,12 @@
 """The one scrubber: every secret value kernos knows, removed from every text that leaves it.
 
-Values join a process-wide registry where kernos learns them: API keys read from the environment
-or ``api_key_env`` (model resolution), every ``${ENV}`` value expanded into ``kernos.toml``, the
-path and query tokens of configured URLs, and each channel's declared secrets. :func:`scrub_text`
+Values join a process-wide registry where kernos learns them, by where they come from, never by
+how they look: API keys read from the environment or ``api_key_env`` (model resolution), a
+``${ENV}`` value expanded into a field of ``kernos.toml`` that holds a credential
+(:func:`secret_field`: a key, token, password, secret or header) or from a variable whose name says
+it is one (:func:`secret_env_name`), the credentials and path and query tokens of configured URLs,
+and each channel's declared secrets. ``${DEPLOY_ENV}`` in ``instructions`` or ``${HOME}`` in a path
+stays readable. :func:`scrub_text`
 replaces every registered value (longest first, so a key that contains another is removed whole)
 and, for values kernos never saw, every secret *shape* (``sk-…``, ``gsk_…``, ``Bearer …``,
 ``xox…``, ``token=…`` in a URL). Values shorter than :data:`MIN_SECRET_LENGTH` are ignored: a
@@ -52,6 +56,16 @@ _URL_SECRET_PARAM = re.compile(
 
 _HOSTNAME = re.compile(r"^(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:.]+\])$")
 _ENV_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY)$", re.I)
+#: words of a config key that say its value is a credential (``api_key``, ``headers.X-Trace``,
+#: ``smtp_password``, ``env.GITHUB_TOKEN``, ``Authorization``)
+_SECRET_FIELD_WORDS = frozenset(
+    {
+        "apikey", "auth", "authorization", "bearer", "cookie", "credential", "credentials",
+        "header", "headers", "key", "pass", "passphrase", "passwd", "password", "pwd", "secret",
+        "token",
+    }
+)  # fmt: skip
+_KEY_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 _lock = threading.Lock()
 _values: set[str] = set()
@@ -196,11 +210,28 @@ def register_url_secrets(*urls: str | None) -> None:
     register_secrets(*url_secrets(*urls))
 
 
+def secret_env_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential (``*_API_KEY``,
+    ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_ACCESS_KEY``)."""
+    return _ENV_SECRET_NAME.search(name) is not None
+
+
+def secret_field(key: str) -> bool:
+    """Whether a config key (``mcp.docs.headers.Authorization``, ``channels.qq.token``,
+    ``mcp.git.args[2]``) names a field that holds a credential: some part of it, split into
+    words (``api_key``, ``apiKey``, ``X-Api-Key``), is a key, token, password, secret, auth or
+    header word. Pure."""
+    for part in re.split(r"[.\[\]]+", key):
+        if any(word.lower() in _SECRET_FIELD_WORDS for word in _KEY_WORD.findall(part)):
+            return True
+    return False
+
+
 def register_env_secrets(environ: dict[str, str] | None = None) -> None:
     """Register environment values whose names say they are credentials (``*_API_KEY``,
     ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``): the providers pydantic-ai resolves read them."""
     env = os.environ if environ is None else environ
-    register_secrets(*(value for name, value in env.items() if _ENV_SECRET_NAME.search(name)))
+    register_secrets(*(value for name, value in env.items() if secret_env_name(name)))
 
 
 # -- logging ---------------------------------------------------------------------------------
