@@ -19,7 +19,7 @@ from kernos.boundary import ToolError, ToolSpec
 from kernos.runtime import BaseToolset, ConfigError, Runtime, Session, history_from_turns
 from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
-from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
+from kernos.tasks._resolve import SpawnItem, SpawnResolution, allowed_models, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
 from kernos.tasks._state import ACTIVE, NOTIFY, SETTLED, Residency, TaskStatus
 from kernos.tasks._tools import task_tools
@@ -65,6 +65,8 @@ class TaskManager(TaskScheduler):
         self._categories = tuple(sorted(self.config.categories))
         self._agents = tuple(sorted(self.config.agents))
         self._depth: dict[str, int] = {}
+        #: each child session's model string, by session id (what its own children may name)
+        self._model_of: dict[str, str] = {}
         #: the tools a child rebuilt from the store may be granted, by name (a worker's
         #: configured tools; in ``kernos run``, its main session's)
         self.remote_tools: dict[str, ToolSpec[Any]] | None = None
@@ -92,7 +94,20 @@ class TaskManager(TaskScheduler):
             categories=self._categories,
             agents=self._agents,
             tools=self.grantable(session),
+            models=self.allowed_models(session),
         )
+
+    def allowed_models(self, session: Session) -> tuple[str, ...]:
+        """What ``session``'s ``task`` calls may name as a child's ``model``: the configured
+        aliases and ``session``'s own model string (see
+        :func:`kernos.tasks._resolve.allowed_models`)."""
+        own = self._model_of.get(session.session_id)
+        if own is None:  # a top-level session: on its agent's model, as Runtime.session picks it
+            try:
+                own = self.runtime.model_name(session.agent)
+            except ConfigError:
+                own = None
+        return allowed_models(self.config.models, own)
 
     # -- spawning ----------------------------------------------------------------------------
     def spawn(
@@ -286,6 +301,7 @@ class TaskManager(TaskScheduler):
         them) and its transcript to the task's events. ``tools`` are taken from ``available``
         (the parent's tools, or a worker's configured ones)."""
         offered = record.parent.tools if available is None else available
+        self._model_of[sid] = record.model_name
         child = Session(
             # the DBOS engine wraps the model (its requests are steps, on either model engine:
             # its wrapper tells the lean engine how to wrap a lean model)
