@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tasks_helpers import agent_is, messages
 
 from kernos.boundary import ToolContext, call_tool
@@ -36,8 +39,9 @@ max_children = 20
 """
 
 
+@pytest.mark.parametrize("engine", ["local", "dbos"])
 def test_five_parallel_batches_of_16_start_at_most_max_children(
-    server: FakeOpenAIServer, tmp_path: Path
+    server: FakeOpenAIServer, tmp_path: Path, engine: str
 ) -> None:
     (tmp_path / "kernos.toml").write_text(FANOUT, encoding="utf-8")
     batch = {"category": "quick", "tasks": [{"prompt": f"item {n}"} for n in range(16)]}
@@ -46,7 +50,12 @@ def test_five_parallel_batches_of_16_start_at_most_max_children(
         text("child done", when=agent_is("QUICK-WORKER"), repeat=True),
         text("all done", when=agent_is("MAIN-AGENT")),
     )
-    env = {**os.environ, **server.env(), "KERNOS_HOME": str(tmp_path / ".kernos")}
+    env = {
+        **os.environ,
+        **server.env(),
+        "KERNOS_HOME": str(tmp_path / ".kernos"),
+        "KERNOS_TASK_ENGINE": engine,
+    }
     done = subprocess.run(
         [KERNOS, "run", "fan out"], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120,
@@ -58,6 +67,9 @@ def test_five_parallel_batches_of_16_start_at_most_max_children(
     )  # fmt: skip
     tasks = json.loads(listed.stdout)["tasks"]
     assert len(tasks) == 16  # one batch of 16; the next would pass 20, so it started none
+    with closing(sqlite3.connect(tmp_path / ".kernos" / "kernos.db")) as db:
+        engines = [row[0] for row in db.execute("SELECT DISTINCT engine FROM tasks")]
+    assert engines == [engine]
     main = [r for r in server.requests if agent_is("MAIN-AGENT")(r)]
     assert len(main) == 2 and len(server.requests) == 2 + 16
     results = [str(m["content"]) for m in messages(main[-1]) if m.get("role") == "tool"]
