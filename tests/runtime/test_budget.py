@@ -16,7 +16,7 @@ from kernos.runtime import (
     parse_agent_file,
     parse_duration,
 )
-from kernos.runtime._budget import BudgetMeter, parse_count, pick_budget
+from kernos.runtime._budget import MAIN_DEFAULTS, BudgetMeter, parse_count, pick_budget
 
 
 @pytest.mark.parametrize(
@@ -117,12 +117,28 @@ def test_config_keys_everywhere(tmp_path: Path) -> None:
     agents.mkdir(parents=True)
     (agents / "review.md").write_text("---\ntimeout: 1h\nmax_turns: 4\n---\nReview.\n")
     config = load_config(cwd=tmp_path)
-    assert config.task_budget(agent="explore") == Budget(600, 20, 5000)
-    assert config.task_budget(category="quick") == Budget(30, None, None)
-    assert config.task_budget(agent="review") == Budget(3600, 4, None)
-    assert config.task_budget(agent="ghost") == Budget(600, 20, None)
-    assert config.agent_budget("explore") == Budget(None, None, 5000)
+    assert config.task_budget(agent="explore") == Budget(600, 20, 5000, 32)
+    assert config.task_budget(category="quick") == Budget(30, None, None, 32)
+    assert config.task_budget(agent="review") == Budget(3600, 4, None, 32)
+    assert config.task_budget(agent="ghost") == Budget(600, 20, None, 32)
+    assert config.agent_budget("explore") == Budget(None, 50, 5000, 32)
     assert parse_agent_file(agents / "review.md").timeout == 3600
+
+
+def test_bounds_hold_by_default_and_zero_lifts_each(tmp_path: Path) -> None:
+    config = load_config(cwd=tmp_path)  # no kernos.toml at all
+    # a child: 30 minutes, 50 model requests, 32 tool calls per answer; a main agent: no clock
+    assert config.task_budget(agent="explore") == Budget(1800, 50, None, 32)
+    assert config.task_budget(category="quick") == Budget(1800, 50, None, 32)
+    assert config.agent_budget("main") == Budget(None, 50, None, 32)
+    (tmp_path / "kernos.toml").write_text(
+        "[tasks]\ntimeout = 0\nmax_turns = 0\nmax_tool_calls_per_turn = 0\n"
+        "[agents.main]\nmax_turns = 0\nmax_tool_calls_per_turn = 5\n"
+    )
+    config = load_config(cwd=tmp_path)
+    assert config.task_budget(agent="explore") == Budget()
+    assert config.agent_budget("main") == Budget(None, None, None, 5)
+    assert pick_budget(None, None, fallback=MAIN_DEFAULTS) == MAIN_DEFAULTS
 
 
 def test_bad_value_in_an_agent_file_names_the_file(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
         print(f"{name}: {size} chars")
     assert sizes == snapshot(
         {
-            "task_description.md": 1339,
+            "task_description.md": 1439,
             "task_send.md": 415,
             "task_output.md": 245,
             "task_cancel.md": 138,
@@ -46,7 +46,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "completion_notice.md": 210,
             "still_running.md": 291,
             "limit_reached.md": 109,
-            "task description (rendered, test config)": 1381,
+            "task description (rendered, test config)": 1481,
         }
     )
 

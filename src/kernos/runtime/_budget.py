@@ -23,6 +23,13 @@ _DURATION = re.compile(
     re.IGNORECASE,
 )
 
+#: the limits that hold when nothing is configured (``0`` in the config lifts each): a main agent
+#: and a child stop after 50 model requests, a child after 30 minutes, and a model answer's tool
+#: calls past the 32nd are answered ``too_many_tool_calls`` instead of run (README, "Bounds")
+DEFAULT_MAX_TURNS = 50
+DEFAULT_CHILD_TIMEOUT = 30 * 60.0
+DEFAULT_MAX_TOOL_CALLS_PER_TURN = 32
+
 DURATION_FIX = 'write a duration such as "30s", "10m", "1h" or "1h30m" (0: no limit)'
 COUNT_FIX = "write a whole number of 1 or more (0: no limit)"
 
@@ -85,28 +92,68 @@ class Budget:
     timeout: float | None = None
     max_turns: int | None = None
     max_tokens: int | None = None
+    #: how many tool calls of one model answer run; the rest are answered ``too_many_tool_calls``
+    max_tool_calls_per_turn: int | None = None
 
     def __bool__(self) -> bool:
-        return any(v is not None for v in (self.timeout, self.max_turns, self.max_tokens))
+        return any(
+            v is not None
+            for v in (self.timeout, self.max_turns, self.max_tokens, self.max_tool_calls_per_turn)
+        )
 
 
-def pick_budget(defaults: Any, *targets: Any) -> Budget:
+#: what a main agent runs within when nothing is configured (``kernos run``, ``kernos mcp``)
+MAIN_DEFAULTS = Budget(
+    max_turns=DEFAULT_MAX_TURNS, max_tool_calls_per_turn=DEFAULT_MAX_TOOL_CALLS_PER_TURN
+)
+#: what a child runs within when neither its target nor ``[tasks]`` sets a limit
+CHILD_DEFAULTS = Budget(
+    timeout=DEFAULT_CHILD_TIMEOUT,
+    max_turns=DEFAULT_MAX_TURNS,
+    max_tool_calls_per_turn=DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+)
+
+_KEYS = ("timeout", "max_turns", "max_tokens", "max_tool_calls_per_turn")
+
+
+def pick_budget(defaults: Any, *targets: Any, fallback: Budget | None = None) -> Budget:
     """The budget of a run: for each limit, the first target (an agent or category config) that
-    sets it, else ``defaults`` (``[tasks]``); ``0`` anywhere it is chosen means no limit.
+    sets it, else ``defaults`` (``[tasks]``), else ``fallback`` (kernos's own defaults);
+    ``0`` anywhere it is chosen means no limit.
 
     Args:
-        defaults: an object with ``timeout``, ``max_turns``, ``max_tokens`` (``None``: unset).
+        defaults: an object with the :class:`Budget` keys (``None``: unset).
         targets: the same, most specific first; ``None`` entries are skipped.
+        fallback: the limits when nothing sets them (:data:`MAIN_DEFAULTS`,
+            :data:`CHILD_DEFAULTS`); ``None``: no limit.
     """
     chosen: dict[str, Any] = {}
-    for key in ("timeout", "max_turns", "max_tokens"):
+    for key in _KEYS:
         value = None
-        for source in (*targets, defaults):
+        for source in (*targets, defaults, fallback):
             if source is not None and getattr(source, key, None) is not None:
                 value = getattr(source, key)
                 break
         chosen[key] = value or None  # 0 lifts a default: no limit
     return Budget(**chosen)
+
+
+def tool_calls_allowed(meter: BudgetMeter | None) -> int | None:
+    """How many tool calls of one model answer a session runs: its budget's
+    ``max_tool_calls_per_turn`` (``None``: no limit), or the default for a session without a
+    budget (one made directly, not by a runtime)."""
+    if meter is None:
+        return DEFAULT_MAX_TOOL_CALLS_PER_TURN
+    return meter.budget.max_tool_calls_per_turn
+
+
+def too_many_tool_calls_text(limit: int) -> str:
+    """What a tool call past the per-turn cap answers (it was not run)."""
+    return (
+        f"Not run: one answer runs at most {limit} tool calls and this call came after them. "
+        f"Make at most {limit} tool calls per turn; send this call again next turn if you "
+        "still need it."
+    )
 
 
 class BudgetExceeded(KernosError):

@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from kernos.runtime._budget import (
+    CHILD_DEFAULTS,
     COUNT_FIX,
     DURATION_FIX,
+    MAIN_DEFAULTS,
     Budget,
     parse_count,
     parse_duration,
@@ -62,12 +64,14 @@ class _Strict(BaseModel):
 
 class _Budgeted(_Strict):
     """The budget keys an agent, a category and ``[tasks]`` (the defaults) share: ``timeout``
-    (wall clock, ``"10m"``), ``max_turns`` (model requests), ``max_tokens`` (input + output);
-    ``0`` is no limit."""
+    (wall clock, ``"10m"``), ``max_turns`` (model requests), ``max_tokens`` (input + output),
+    ``max_tool_calls_per_turn`` (the tool calls of one model answer that run); ``0`` is no
+    limit, and unset keys take kernos's defaults (``_budget.MAIN_DEFAULTS``/``CHILD_DEFAULTS``)."""
 
     timeout: float | None = None
     max_turns: int | None = None
     max_tokens: int | None = None
+    max_tool_calls_per_turn: int | None = None
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -79,7 +83,7 @@ class _Budgeted(_Strict):
         except ValueError as exc:
             raise PydanticCustomError("duration", str(exc)) from None
 
-    @field_validator("max_turns", "max_tokens", mode="before")
+    @field_validator("max_turns", "max_tokens", "max_tool_calls_per_turn", mode="before")
     @classmethod
     def _count(cls, value: Any) -> Any:
         if value is None:
@@ -134,6 +138,9 @@ class TasksConfig(_Budgeted):
 
     max_depth: int = Field(default=1, ge=0)
     concurrency: int = Field(default=5, ge=0)
+    #: children one run may start (its root session and every descendant; each ``task_send``
+    #: revival counts too); past it ``task`` answers ``too_many_children``; ``0``: no limit
+    max_children: int = Field(default=64, ge=0)
     #: which engine runs children: ``local`` (in this process), ``dbos`` (DBOS queues, shared by
     #: every process on the same store), ``auto`` (``dbos`` on Postgres, else ``local``)
     engine: Literal["auto", "local", "dbos"] = "auto"
@@ -363,18 +370,18 @@ class Config(_Strict):
 
     def task_budget(self, category: str | None = None, agent: str | None = None) -> Budget:
         """The limits of a child run on ``category`` or as ``agent``: its own keys, else the
-        ``[tasks]`` defaults."""
+        ``[tasks]`` defaults, else kernos's (``CHILD_DEFAULTS``)."""
         target: _Budgeted | None = None
         if category is not None:
             target = self.categories.get(category)
         elif agent is not None:
             target = self.agents.get(agent)
-        return pick_budget(self.tasks, target)
+        return pick_budget(self.tasks, target, fallback=CHILD_DEFAULTS)
 
     def agent_budget(self, name: str) -> Budget:
         """The limits of a top-level session of agent ``name`` (``kernos run``): the agent's own
-        keys only; the ``[tasks]`` defaults are for children."""
-        return pick_budget(None, self.agents.get(name))
+        keys, else kernos's (``MAIN_DEFAULTS``); the ``[tasks]`` defaults are for children."""
+        return pick_budget(None, self.agents.get(name), fallback=MAIN_DEFAULTS)
 
 
 def _strip_env(value: Any) -> Any:

@@ -39,6 +39,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import RequestUsage
 
 from kernos.boundary import ToolResult, ToolSpec, clean_json_text, clean_text
+from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._cassette import RecordingModel, ReplayModel
 from kernos.runtime._chat import PIN, OpenAIChat
 from kernos.runtime._config import ConfigError
@@ -494,12 +495,15 @@ class LeanLoop:
                 self._empty_answers = True
                 self._add({"role": "system", "content": EMPTY_RETRY}, _RETRY)
                 continue
-            if len(reply.calls) == 1:
-                answers = [await self._call(*reply.calls[0], retries)]
+            limit = tool_calls_allowed(session.budget)
+            run = reply.calls if limit is None else reply.calls[:limit]
+            if len(run) == 1:
+                answers = [await self._call(*run[0], retries)]
             else:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(self._call(*c, retries)) for c in reply.calls]
+                    tasks = [group.create_task(self._call(*c, retries)) for c in run]
                 answers = [task.result() for task in tasks]
+            answers += [self._refuse(call_id, name) for call_id, name, _ in reply.calls[len(run) :]]
             for (call_id, name, _), (content, retried) in zip(reply.calls, answers, strict=True):
                 self._add(
                     {"role": "tool", "tool_call_id": call_id, "content": content},
@@ -528,6 +532,18 @@ class LeanLoop:
         if result.stage in ("json", "schema"):
             self._spend(name, self._toolset._retries(spec), retries)
             return dumps({"error": result.text}), True
+        return result.text, False
+
+    def _refuse(self, call_id: str, name: str) -> tuple[str, bool]:
+        """A call past the per-turn cap: not run, answered ``too_many_tool_calls``."""
+        limit = tool_calls_allowed(self.session.budget) or 0
+        result = ToolResult(
+            too_many_tool_calls_text(limit),
+            {"code": "too_many_tool_calls", "stage": "semantic", "tool": name},
+            is_error=True,
+        )
+        self.session._results[call_id] = result
+        self.session.emit("tool_result", name=name, result=result, call_id=call_id)
         return result.text, False
 
     @staticmethod

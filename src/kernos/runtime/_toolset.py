@@ -30,6 +30,7 @@ from kernos.boundary import (
     clean_text,
     decode_arguments,
 )
+from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._secrets import scrub_result
 from kernos.runtime._trace import span
 
@@ -58,6 +59,9 @@ class KernosToolset(AbstractToolset[Any]):
     def __init__(self, session: Session, on_result: Callable[[str, ToolResult], None]) -> None:
         self._session = session
         self._on_result = on_result
+        #: the model answer whose calls are being counted (its run and step) and how many came
+        self._turn: tuple[str | None, int] | None = None
+        self._turn_calls = 0
 
     @property
     def id(self) -> str | None:
@@ -88,6 +92,14 @@ class KernosToolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         raw = tool_args.get(_RAW) if tool_args.keys() == {_RAW} else tool_args
+        limit = tool_calls_allowed(self._session.budget)
+        if limit is not None:  # the per-turn cap (the lean loop applies it before dispatch)
+            turn = (ctx.run_id, ctx.run_step)
+            if turn != self._turn:
+                self._turn, self._turn_calls = turn, 0
+            self._turn_calls += 1
+            if self._turn_calls > limit:
+                return too_many_tool_calls_text(limit)
         result = await self.invoke(name, raw, ctx.tool_call_id)
         if result.stage in ("json", "schema"):
             raise ModelRetry(result.text)

@@ -19,7 +19,7 @@ from kernos.boundary import ToolError, ToolSpec
 from kernos.runtime import BaseToolset, ConfigError, Runtime, Session, history_from_turns
 from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
-from kernos.tasks._resolve import SpawnItem, SpawnResolution, resolve_spawn_items
+from kernos.tasks._resolve import SpawnItem, SpawnResolution, allowed_models, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
 from kernos.tasks._state import ACTIVE, NOTIFY, SETTLED, Residency, TaskStatus
 from kernos.tasks._tools import task_tools
@@ -65,6 +65,12 @@ class TaskManager(TaskScheduler):
         self._categories = tuple(sorted(self.config.categories))
         self._agents = tuple(sorted(self.config.agents))
         self._depth: dict[str, int] = {}
+        #: each child session's model string, by session id (what its own children may name)
+        self._model_of: dict[str, str] = {}
+        #: the root session of each session that may spawn, by session id, and how many
+        #: children (spawns and revivals) each root's run started: ``[tasks] max_children``
+        self._root: dict[str, str] = {}
+        self._started: dict[str, int] = {}
         #: the tools a child rebuilt from the store may be granted, by name (a worker's
         #: configured tools; in ``kernos run``, its main session's)
         self.remote_tools: dict[str, ToolSpec[Any]] | None = None
@@ -77,6 +83,7 @@ class TaskManager(TaskScheduler):
         """The four task tools bound to ``session`` (a top-level session has ``depth`` 0);
         the children an earlier run of the same session left are taken in."""
         self._depth[session.session_id] = depth
+        self._root.setdefault(session.session_id, session.session_id)
         if depth == 0:
             if self.remote_tools is None:
                 self.remote_tools = session.tools  # the same config's tools, for others' children
@@ -92,7 +99,20 @@ class TaskManager(TaskScheduler):
             categories=self._categories,
             agents=self._agents,
             tools=self.grantable(session),
+            models=self.allowed_models(session),
         )
+
+    def allowed_models(self, session: Session) -> tuple[str, ...]:
+        """What ``session``'s ``task`` calls may name as a child's ``model``: the configured
+        aliases and ``session``'s own model string (see
+        :func:`kernos.tasks._resolve.allowed_models`)."""
+        own = self._model_of.get(session.session_id)
+        if own is None:  # a top-level session: on its agent's model, as Runtime.session picks it
+            try:
+                own = self.runtime.model_name(session.agent)
+            except ConfigError:
+                own = None
+        return allowed_models(self.config.models, own)
 
     # -- spawning ----------------------------------------------------------------------------
     def spawn(
@@ -101,7 +121,8 @@ class TaskManager(TaskScheduler):
         """Create and start every child of a resolved call; all or nothing.
 
         Raises:
-            ToolError: the depth limit, a taken name, or a model that cannot be built.
+            ToolError: the depth limit, the run's ``max_children``, a taken name, or a model that
+                cannot be built.
         """
         models = self.check_spawn(session, resolution)
         depth = self._depth.get(session.session_id, 0)
@@ -119,9 +140,35 @@ class TaskManager(TaskScheduler):
                                   resolution.tools, task_id)  # fmt: skip
             records.append(record)
             fresh.append(record)
+        self._count_children(session, len(fresh))
         for record in fresh:
             self._start(record, self._first_message(record))
         return records
+
+    # -- the per-run cap on children ---------------------------------------------------------
+    def _root_of(self, session_id: str) -> str:
+        return self._root.get(session_id, session_id)
+
+    def _children_left(self, session: Session) -> int | None:
+        """How many more children ``session``'s run may start (``None``: no limit)."""
+        cap = self.config.tasks.max_children
+        if not cap:
+            return None
+        return max(cap - self._started.get(self._root_of(session.session_id), 0), 0)
+
+    def _count_children(self, session: Session, count: int) -> None:
+        root = self._root_of(session.session_id)
+        self._started[root] = self._started.get(root, 0) + count
+
+    def _too_many(self, session: Session, outcome: str) -> ToolError:
+        cap = self.config.tasks.max_children
+        started = self._started.get(self._root_of(session.session_id), 0)
+        return ToolError(
+            "too_many_children",
+            f"Too many child tasks: this run may start {cap} (task_send revivals count too) and "
+            f"has started {started}; {outcome}. Do the remaining work yourself.",
+            {"max_children": cap, "started": started},
+        )
 
     def _replayed_ids(self, session: Session, count: int) -> list[str] | None:
         """The ids a ``task`` call of a durable run gives its ``count`` children: the same on
@@ -159,9 +206,20 @@ class TaskManager(TaskScheduler):
                 f"Sub-tasks may not start further sub-tasks (depth limit "
                 f"{self.config.tasks.max_depth}); do the work yourself.",
             )
-        self._check_names(
-            session, resolution.items, self._replayed_ids(session, len(resolution.items))
-        )
+        replayed = self._replayed_ids(session, len(resolution.items))
+        left = self._children_left(session)
+        if left is not None:
+            # a replayed call's children that exist already were counted when it first ran
+            new = (
+                len(resolution.items)
+                if replayed is None
+                else sum(1 for task_id in replayed if task_id not in self.records)
+            )
+            if new > left:
+                raise self._too_many(
+                    session, f"this call would start {new} more, so nothing was spawned"
+                )
+        self._check_names(session, resolution.items, replayed)
         models = [self._model_name(item) for item in resolution.items]
         for name in set(models):
             try:
@@ -286,6 +344,9 @@ class TaskManager(TaskScheduler):
         them) and its transcript to the task's events. ``tools`` are taken from ``available``
         (the parent's tools, or a worker's configured ones)."""
         offered = record.parent.tools if available is None else available
+        self._model_of[sid] = record.model_name
+        # a child rebuilt where its parent does not run (a DBOS worker) counts under its parent
+        self._root[sid] = self._root_of(record.parent.session_id)
         child = Session(
             # the DBOS engine wraps the model (its requests are steps, on either model engine:
             # its wrapper tells the lean engine how to wrap a lean model)
@@ -438,11 +499,21 @@ class TaskManager(TaskScheduler):
 
     def revive(self, record: TaskRecord, message: str) -> bool:
         """Continue a settled child on its own conversation (``run_epoch`` + 1); an evicted one
-        (a child of an earlier run) is rebuilt from the store first."""
+        (a child of an earlier run) is rebuilt from the store first.
+
+        Raises:
+            ToolError: ``too_many_children``: the run started ``[tasks] max_children`` already.
+        """
+        left = self._children_left(record.parent)
+        if left is not None and left < 1:
+            raise self._too_many(record.parent, f"{record.id} was not revived")
         evicted = record.residency == Residency.EVICTED and record.session is None
         if record.status in SETTLED and evicted and not self._rebuild(record):
             return False
-        return super().revive(record, message)
+        revived = super().revive(record, message)
+        if revived:
+            self._count_children(record.parent, 1)
+        return revived
 
     def _first_message(self, record: TaskRecord) -> str:
         preamble = prompt_text("child_preamble.md").format(

@@ -27,6 +27,16 @@ MSG_EMPTY_TASKS = "tasks must contain at least one item."
 MSG_TOO_MANY_TASKS = f"tasks supports at most {MAX_BATCH} items."
 MSG_BOTH_TARGETS = "Provide EITHER category OR subagent_type, not both. Remove one and retry."
 
+#: The longest ``name`` a child may have (as long as a clamped ``task_summary``).
+NAME_MAX = 80
+#: The longest ``description`` a child may have.
+DESCRIPTION_MAX = 200
+#: How much of an over-long or refused value a message shows.
+_SHOWN = 40
+
+#: Model strings that read a file (a cassette): never accepted from a model, whatever it names.
+FILE_SCHEMES = ("replay:",)
+
 
 # -- the schema (what survives normalization) ----------------------------------------------------
 
@@ -178,6 +188,33 @@ def _error(code: str, message: str, **details: Any) -> SpawnResolution:
     return SpawnResolution("error", [], False, False, [], code, message, details)
 
 
+def clip_shown(value: str) -> str:
+    """``value`` as a message quotes it: at most a short prefix (a model may send megabytes)."""
+    return value if len(value) <= _SHOWN else value[: _SHOWN - 3] + "..."
+
+
+def allowed_models(aliases: Iterable[str], parent_model: str | None) -> tuple[str, ...]:
+    """The models a ``task`` call may name for a child: the configured aliases
+    (``[models.NAME]``) and the caller's own model string, never a file-reading one
+    (``replay:``). Everything else comes from configuration, not from the model."""
+    names = set(aliases)
+    if parent_model:
+        names.add(parent_model)
+    return tuple(sorted(n for n in names if not n.startswith(FILE_SCHEMES)))
+
+
+def _model_ok(model: str | None, models: Sequence[str] | None) -> bool:
+    return model is None or models is None or model in models
+
+
+def _models_listing(models: Sequence[str] | None) -> str:
+    shown = ", ".join(models) if models else "(none)"
+    return (
+        f"Allowed models: {shown}. Or leave model out: the child then runs on its agent's "
+        "configured model."
+    )
+
+
 def _listing(names: Sequence[str] | None) -> str:
     if names is None:
         return "(not known here)"
@@ -242,7 +279,10 @@ def resolve_run_in_background(params: Any) -> BackgroundResolution:
 
 
 def _target_ok(
-    item: SpawnItem, categories: Sequence[str] | None, agents: Sequence[str] | None
+    item: SpawnItem,
+    categories: Sequence[str] | None,
+    agents: Sequence[str] | None,
+    models: Sequence[str] | None = None,
 ) -> bool:
     """``not _target_faults(item, ...)``, without building the faults: the common, valid case."""
     if item.category is not None:
@@ -251,11 +291,36 @@ def _target_ok(
             and item.model is None
             and (categories is None or item.category in categories)
         )
-    return item.subagent_type is not None and (agents is None or item.subagent_type in agents)
+    return (
+        item.subagent_type is not None
+        and (agents is None or item.subagent_type in agents)
+        and _model_ok(item.model, models)
+    )
+
+
+def _label_faults(item: SpawnItem) -> list[tuple[str, str, str]]:
+    """``(code, field, reason)`` for a ``name`` or ``description`` over its bound."""
+    faults: list[tuple[str, str, str]] = []
+    if item.name is not None and len(item.name) > NAME_MAX:
+        faults.append(("name_too_long", "name", f"is over {NAME_MAX} characters"))
+    if item.description is not None and len(item.description) > DESCRIPTION_MAX:
+        faults.append(
+            ("description_too_long", "description", f"is over {DESCRIPTION_MAX} characters")
+        )
+    return faults
+
+
+def _labels_ok(item: SpawnItem) -> bool:
+    return (item.name is None or len(item.name) <= NAME_MAX) and (
+        item.description is None or len(item.description) <= DESCRIPTION_MAX
+    )
 
 
 def _target_faults(
-    item: SpawnItem, categories: Sequence[str] | None, agents: Sequence[str] | None
+    item: SpawnItem,
+    categories: Sequence[str] | None,
+    agents: Sequence[str] | None,
+    models: Sequence[str] | None = None,
 ) -> list[tuple[str, str, str]]:
     """``(code, field, reason)`` for each target rule the item breaks."""
     if item.category is not None and item.subagent_type is not None:
@@ -266,25 +331,42 @@ def _target_faults(
     if item.category is not None:
         if categories is not None and item.category not in categories:
             faults.append(
-                ("unknown_target", "category", f'"{item.category}" is not a configured category')
+                (
+                    "unknown_target",
+                    "category",
+                    f'"{clip_shown(item.category)}" is not a configured category',
+                )
             )
         if item.model is not None:
             faults.append(
                 ("category_with_model", "model", "a category's model comes from its config")
             )
-    elif agents is not None and item.subagent_type not in agents:
-        faults.append(
-            (
-                "unknown_target",
-                "subagent_type",
-                f'"{item.subagent_type}" is not a configured agent',
+    else:
+        if agents is not None and item.subagent_type not in agents:
+            faults.append(
+                (
+                    "unknown_target",
+                    "subagent_type",
+                    f'"{clip_shown(item.subagent_type or "")}" is not a configured agent',
+                )
             )
-        )
+        if not _model_ok(item.model, models):
+            faults.append(
+                (
+                    "model_not_allowed",
+                    "model",
+                    f'"{clip_shown(item.model or "")}" is not an allowed model',
+                )
+            )
     return faults
 
 
 def _single_error(
-    code: str, item: SpawnItem, categories: Sequence[str] | None, agents: Sequence[str] | None
+    code: str,
+    item: SpawnItem,
+    categories: Sequence[str] | None,
+    agents: Sequence[str] | None,
+    models: Sequence[str] | None = None,
 ) -> SpawnResolution:
     if code == "both_targets":
         return _error(code, MSG_BOTH_TARGETS)
@@ -300,11 +382,34 @@ def _single_error(
             f'Category "{item.category}" takes its model from the category\'s config, so model '
             "cannot be set with it. Drop model, or use subagent_type to pick the model.",
         )
+    if code == "model_not_allowed":
+        return _error(
+            code,
+            f'The model "{clip_shown(item.model or "")}" cannot be chosen for a child task; '
+            "nothing was spawned. " + _models_listing(models),
+            allowed=list(models or ()),
+        )
+    if code in ("name_too_long", "description_too_long"):
+        return _label_error(code)
     kind = "category" if item.category is not None else "agent"
     return _error(
         code,
-        f'Unknown {kind} "{item.target}". ' + _available(categories, agents),
-        target=item.target,
+        f'Unknown {kind} "{clip_shown(item.target)}". ' + _available(categories, agents),
+        target=clip_shown(item.target),
+    )
+
+
+def _label_error(code: str) -> SpawnResolution:
+    if code == "name_too_long":
+        return _error(
+            code,
+            f"name is longer than {NAME_MAX} characters; nothing was spawned. Give a short "
+            "handle (a few words joined by '-') and retry.",
+        )
+    return _error(
+        code,
+        f"description is longer than {DESCRIPTION_MAX} characters; nothing was spawned. Give a "
+        "short note for people; the instruction goes in prompt.",
     )
 
 
@@ -334,6 +439,7 @@ def resolve_spawn_items(
     agents: Mapping[str, Any] | Iterable[str] | None = None,
     tools: Mapping[str, Any] | Iterable[str] | None = None,
     config: Any = None,
+    models: Iterable[str] | None = None,
 ) -> SpawnResolution:
     """Validate normalized ``task`` arguments and resolve the children to spawn.
 
@@ -344,6 +450,8 @@ def resolve_spawn_items(
         agents: configured agent names (``None``: not checked).
         tools: names the caller may grant (``None``: not checked).
         config: a :class:`kernos.runtime.Config`; fills ``categories``/``agents`` when omitted.
+        models: the model strings an item's ``model`` may name (``None``: not checked); see
+            :func:`allowed_models`.
 
     Order: batch shape, then ``run_in_background``, then per-item targets, then tool grants.
     This runs on every ``task`` call: the valid case is checked with cheap tests, and the faults
@@ -357,6 +465,9 @@ def resolve_spawn_items(
         categories if type(categories) is tuple else _names(categories)
     )
     agent_names: Sequence[str] | None = agents if type(agents) is tuple else _names(agents)
+    model_names: Sequence[str] | None = (
+        None if models is None else models if type(models) is tuple else tuple(models)
+    )
     top = _fields(params)
 
     # a blank prompt is no prompt, whether or not normalization ran first
@@ -379,9 +490,11 @@ def resolve_spawn_items(
             top.get("description"),
             top.get("name"),
         )
-        if not _target_ok(item, category_names, agent_names):
-            faults = _target_faults(item, category_names, agent_names)
-            return _single_error(faults[0][0], item, category_names, agent_names)
+        if not _target_ok(item, category_names, agent_names, model_names):
+            faults = _target_faults(item, category_names, agent_names, model_names)
+            return _single_error(faults[0][0], item, category_names, agent_names, model_names)
+        if not _labels_ok(item):
+            return _label_error(_label_faults(item)[0][0])
         items = [item]
     else:
         if prompt:
@@ -402,18 +515,19 @@ def resolve_spawn_items(
             valid = (
                 valid
                 and bool(item.prompt.strip())
-                and _target_ok(item, category_names, agent_names)
+                and _target_ok(item, category_names, agent_names, model_names)
+                and _labels_ok(item)
             )
             items.append(item)
         if not valid:
-            rejection = _batch_rejection(items, category_names, agent_names)
+            rejection = _batch_rejection(items, category_names, agent_names, model_names)
             if rejection is not None:
                 return rejection
 
     grants = top.get("tools")
     if tools is not None and grants:
         grantable = _names(tools) or ()
-        missing = [name for name in grants if name not in grantable]
+        missing = [clip_shown(name) for name in grants if name not in grantable][:_SHOWN]
         if missing:
             shown = ", ".join(f'"{name}"' for name in missing)
             return _error(
@@ -435,14 +549,17 @@ def resolve_spawn_items(
 
 
 def _batch_rejection(
-    items: Sequence[SpawnItem], categories: Sequence[str] | None, agents: Sequence[str] | None
+    items: Sequence[SpawnItem],
+    categories: Sequence[str] | None,
+    agents: Sequence[str] | None,
+    models: Sequence[str] | None = None,
 ) -> SpawnResolution | None:
     """Every faulty item of a batch in one ``invalid_items`` error; ``None`` when all are fine."""
     invalid: list[str] = []
     codes: list[dict[str, Any]] = []
-    mention_targets = False
+    mention_targets = mention_models = False
     for index, item in enumerate(items, start=1):
-        faults = _target_faults(item, categories, agents)
+        faults = _target_faults(item, categories, agents, models) + _label_faults(item)
         if not item.prompt.strip():
             faults.insert(0, ("missing_prompt", "prompt", "is blank; write the instruction"))
         if faults:
@@ -452,6 +569,9 @@ def _batch_rejection(
             mention_targets = mention_targets or any(
                 code in ("no_target", "unknown_target") for code, _, _ in faults
             )
+            mention_models = mention_models or any(
+                code == "model_not_allowed" for code, _, _ in faults
+            )
     if not invalid:
         return None
     message = (
@@ -460,4 +580,6 @@ def _batch_rejection(
     )
     if mention_targets:
         message += " " + _available(categories, agents)
+    if mention_models:
+        message += " " + _models_listing(models)
     return _error("invalid_items", message, items=codes)

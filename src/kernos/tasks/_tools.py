@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, identifier, non_blank_text
 from kernos.tasks._normalize import normalize_task_arguments
 from kernos.tasks._prompts import prompt_text
-from kernos.tasks._resolve import SpawnResolution, TaskArgs, task_json_schema
+from kernos.tasks._resolve import SpawnResolution, TaskArgs, clip_shown, task_json_schema
 from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def _unknown(manager: TaskManager, session: Session, key: str) -> ToolError:
     )
     return ToolError(
         "unknown_task",
-        f'No task "{key}" in this conversation. Your tasks: {known or "(none yet)"}.',
+        f'No task "{clip_shown(key)}" in this conversation. Your tasks: {known or "(none yet)"}.',
     )
 
 
