@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolSpec
-from kernos.runtime import Config, ConfigError, WorkspacePolicy
+from kernos.runtime import Config, ConfigError, WorkspacePolicy, from_source
 from kernos.tools._builtin import builtin_tools
 from kernos.tools._functions import function_tool
 from kernos.tools._paths import LocalWorkspace, WorkspacePaths
@@ -304,6 +304,16 @@ def workspace_tools(context: ToolPluginContext) -> list[ToolSpec[Any]]:
     return builtin_tools(context.workspace)
 
 
+def _marked(spec: ToolSpec[Any], source: str) -> ToolSpec[Any]:
+    """A function's or plugin's tool: its results reach the model delimited as data from
+    ``function:NAME`` / ``plugin:NAME`` (:func:`kernos.runtime.from_source`); kernos's own
+    built-in tools are not marked."""
+    if source == "builtin":
+        return spec
+    origin = f"function:{spec.name}" if source == "function" else source
+    return from_source(spec, origin)
+
+
 def load_catalog(
     config: Config,
     *,
@@ -329,8 +339,10 @@ def load_catalog(
     eps = list(plugins) if plugins is not None else list(entry_points(group=TOOLS_GROUP))
     for ep in sorted(eps, key=lambda e: (_source_of(e) != "builtin", e.name)):
         source = _source_of(ep)
-        entries += [ToolEntry(spec, source) for spec in _plugin_specs(ep, context)]
-    entries += [ToolEntry(spec, "function") for spec in _function_specs(config, cwd)]
+        entries += [ToolEntry(_marked(spec, source), source) for spec in _plugin_specs(ep, context)]
+    entries += [
+        ToolEntry(_marked(spec, "function"), "function") for spec in _function_specs(config, cwd)
+    ]
     catalog = ToolCatalog(config, entries)
     catalog.check()
     return catalog

@@ -42,7 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
-from kernos.runtime import Config, ConfigError, McpServerConfig
+from kernos.runtime import KERNOS_SOURCE, Config, ConfigError, McpServerConfig, from_source
 from kernos.tools._limits import cut_text, schema_problem
 from kernos.tools._select import select_mcp_tools
 
@@ -366,12 +366,14 @@ class McpToolset:
             return await self.call(remote, args, offered)
 
         description = tool.description or tool.title or f"{remote} (MCP server {self.server})"
-        return schema_tool(offered, description, schema, execute)
+        # what the server answers reaches the model delimited as data from `mcp:<server>`
+        return from_source(schema_tool(offered, description, schema, execute), self.name)
 
     async def call(self, tool: str, args: dict[str, Any], offered: str | None = None) -> ToolResult:
         """Call ``tool`` (the server's own name) with arguments already prepared and validated."""
         offered = offered or mcp_tool_name(self.server, tool)
         base = {"tool": offered, "server": self.server, "mcp_tool": tool}
+        ours = {**base, "source": KERNOS_SOURCE}  # errors kernos writes are not the server's text
         session = self._session
         if session is None:
             return ToolResult(
@@ -379,7 +381,7 @@ class McpToolset:
                     f"MCP server [{self.server}] is not running, so `{offered}` cannot be used in "
                     "this run; do the task without it."
                 ),
-                details={**base, "code": "mcp_unavailable", "stage": "execute"},
+                details={**ours, "code": "mcp_unavailable", "stage": "execute"},
                 is_error=True,
             )
         try:
@@ -391,13 +393,13 @@ class McpToolset:
                         f"`{offered}` got no answer from MCP server [{self.server}] within "
                         f"{self.config.timeout:g} s; try again, or ask for less at once."
                     ),
-                    details={**base, "code": "mcp_timeout", "stage": "execute"},
+                    details={**ours, "code": "mcp_timeout", "stage": "execute"},
                     is_error=True,
                 )
             code = "mcp_unavailable" if exc.code == mcp_types.CONNECTION_CLOSED else "mcp_error"
             return ToolResult(
                 text=f"MCP server [{self.server}] refused `{offered}`: {exc.message}",
-                details={**base, "code": code, "stage": "execute", "mcp_code": exc.code},
+                details={**ours, "code": code, "stage": "execute", "mcp_code": exc.code},
                 is_error=True,
             )
         return _tool_result(result, base, self.config.max_result_bytes)
