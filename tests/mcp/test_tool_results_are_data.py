@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from kernos.runtime._foreign import delimit, match_text, new_nonce, tool_results_note
+from kernos.boundary import call_tool
+from kernos.runtime import McpServerConfig
+from kernos.runtime._foreign import delimit, delimited, match_text, new_nonce, tool_results_note
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 from kernos.testing._replies import system_text
+from kernos.tools import McpToolset
 from tests.mcp.conftest import RECORDER, kernos
 
 ATTACK = (
@@ -144,3 +147,22 @@ def test_the_delimiter_rules() -> None:
 
 def test_the_system_prompt_sentence_size_is_pinned() -> None:
     assert len(tool_results_note()) == 253
+
+
+async def test_kernos_own_errors_for_an_mcp_tool_are_not_delimited(tmp_path: Path) -> None:
+    toolset = McpToolset(
+        "rec",
+        McpServerConfig(
+            command=sys.executable,
+            args=[str(RECORDER)],
+            env={"RECORD_FILE": str(tmp_path / "calls.jsonl")},
+        ),
+    )
+    async with toolset:
+        specs = {s.name: s for s in await toolset.tools()}
+        failed = await call_tool(specs["rec__fail"], {})
+    stopped = await call_tool(specs["rec__lookup"], {"query": "q"})
+    assert failed.details["source"] == "mcp:rec"  # the server's text: data
+    assert block(delimited(failed).text)["text"] == "the index is offline"
+    assert stopped.code == "mcp_unavailable"
+    assert delimited(stopped) is stopped  # kernos wrote it
