@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -74,6 +75,20 @@ def recorded(record_file: Path) -> list[dict[str, Any]]:
 def recording_pids(record_file: Path) -> set[int]:
     """The process ids of the recording servers that answered."""
     return {r["pid"] for r in _records(record_file)}
+
+
+_DATA = re.compile(
+    r'\A<tool-result source="(?P<source>[^"]+)" nonce="(?P<nonce>[0-9a-f]{8})">\n'
+    r"(?P<text>.*)\n</tool-result-(?P=nonce)>\Z",
+    re.DOTALL,
+)
+
+
+def tool_data(content: str) -> tuple[str, str]:
+    """A delimited tool result as the model read it: its source and its own text."""
+    found = _DATA.match(content)
+    assert found is not None, f"not a delimited tool result: {content[:200]!r}"
+    return found["source"], found["text"]
 
 
 def offered_tools(request: dict[str, Any]) -> list[str]:

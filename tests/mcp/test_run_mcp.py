@@ -26,6 +26,7 @@ from tests.mcp.conftest import (
     recorder_config,
     recording_pids,
     toml_str,
+    tool_data,
 )
 
 TIME_CONFIG = (
@@ -51,7 +52,9 @@ def test_time_server_tools_listed_and_a_padded_call_answered(
     assert result.stdout == "It is night in Oslo.\n"
     offered = offered_tools(server.requests[0])
     assert {"time__get_current_time", "time__convert_time"} <= set(offered)
-    answer = json.loads(server.tool_results()[0])
+    source, answer_text = tool_data(server.tool_results()[0])
+    assert source == "mcp:time"
+    answer = json.loads(answer_text)
     assert answer["timezone"] == "Europe/Oslo"
     assert {"datetime", "day_of_week", "is_dst"} <= set(answer)
 
@@ -117,7 +120,9 @@ def test_streamable_http_server_with_a_bearer_token_from_the_environment(
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Two pages.\n"
     assert "docs__search" in offered_tools(server.requests[0])
-    assert server.tool_results() == ["docs: 2 pages mention 'padding' (limit 2)"]
+    assert [tool_data(r) for r in server.tool_results()] == [
+        ("mcp:docs", "docs: 2 pages mention 'padding' (limit 2)")
+    ]
     assert set(docs_server.guard.seen) == {f"Bearer {DOCS_TOKEN}"}
 
 

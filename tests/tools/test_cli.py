@@ -10,6 +10,7 @@ import pytest
 
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 from tests.cli.test_run import kernos
+from tests.mcp.conftest import tool_data
 
 README = "# Changes\n\n- 1.2.0: the workspace tools arrive (read_file, list_files, search_files).\n"
 
@@ -132,6 +133,8 @@ def test_a_padded_call_to_a_function_tool_reaches_it_stripped(
     result = kernos("run", "remember", "-m", "openai-chat:x", cwd=workspace, env=server.env())
     assert result.returncode == 0, result.stderr
     (noted,) = server.tool_results()
+    source, noted = tool_data(noted)  # a function's result is data from `function:NAME`
+    assert source.startswith("function:")
     assert json.loads(noted) == {"text": "ship it", "tags": None, "urgent": True, "thread": True}
     note_tool = next(t for t in server.requests[0]["tools"] if t["function"]["name"] == "note")
     assert note_tool["function"]["description"] == "Keep a note."

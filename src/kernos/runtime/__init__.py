@@ -29,6 +29,7 @@ if typing.TYPE_CHECKING:
         parse_agent_file,
     )
     from kernos.runtime._errors import ConfigError, KernosError
+    from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._home import kernos_home, project_root
     from kernos.runtime._models import pick_model_name, resolve_model
@@ -68,6 +69,7 @@ if typing.TYPE_CHECKING:
     )
 
 __all__ = [
+    "KERNOS_SOURCE",
     "NO_MODEL_MESSAGE",
     "AgentConfig",
     "BaseToolset",
@@ -106,6 +108,7 @@ __all__ = [
     "cancel_toolsets",
     "forget_secrets",
     "format_duration",
+    "from_source",
     "get_session",
     "history_from_turns",
     "install_log_scrubber",
@@ -134,6 +137,7 @@ __all__ = [
     "scrub_text",
     "scrub_value",
     "shielded",
+    "tool_source",
     "url_secrets",
     "write_cassette",
 ]
@@ -149,6 +153,7 @@ _EXPORTS = {
     "CategoryConfig": "_config",
     "Config": "_config",
     "ConfigError": "_errors",
+    "KERNOS_SOURCE": "_foreign",
     "KernosError": "_errors",
     "McpServerConfig": "_config",
     "Migration": "_store",
@@ -180,6 +185,7 @@ _EXPORTS = {
     "get_session": "_sessions",
     "history_from_turns": "_history",
     "format_duration": "_budget",
+    "from_source": "_foreign",
     "install_log_scrubber": "_secrets",
     "kernos_home": "_home",
     "known_secrets": "_secrets",
@@ -206,6 +212,7 @@ _EXPORTS = {
     "scrub_text": "_secrets",
     "scrub_value": "_secrets",
     "shielded": "_toolsets",
+    "tool_source": "_foreign",
     "url_secrets": "_secrets",
     "write_cassette": "_cassette",
 }

@@ -44,6 +44,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from kernos.runtime._clean import clean_response
+from kernos.runtime._foreign import match_text
 from kernos.runtime._secrets import scrub_text
 from kernos.runtime._store import redact
 
@@ -143,9 +144,10 @@ class ReplayModel(FunctionModel):
 
 
 def finish_turn(turn: dict[str, Any]) -> dict[str, Any]:
-    """A recorded turn as written: its ``match`` scrubbed, then cut (half a token is no longer a
-    value the scrubber recognises), and every secret redacted."""
-    turn["match"] = scrub_text(turn["match"])[:120]
+    """A recorded turn as written: its ``match`` (a delimited tool result's own text, without its
+    random nonce) scrubbed, then cut (half a token is no longer a value the scrubber
+    recognises), and every secret redacted."""
+    turn["match"] = scrub_text(match_text(turn["match"]))[:120]
     return redact(turn)  # type: ignore[no-any-return]
 
 

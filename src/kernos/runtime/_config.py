@@ -256,7 +256,9 @@ class McpServerConfig(_Strict):
 
     Exactly one of ``command`` (stdio: ``args``, ``env``, ``cwd``) or ``url`` (Streamable HTTP,
     with ``headers``). ``timeout`` bounds the start and each call, in seconds; ``include`` /
-    ``exclude`` are globs over the server's own tool names.
+    ``exclude`` are globs over the server's own tool names. ``max_result_bytes`` caps the text
+    of one result (UTF-8 bytes; the rest is cut with a marker before the model or the store sees
+    it).
     """
 
     command: str | None = None
@@ -268,6 +270,7 @@ class McpServerConfig(_Strict):
     timeout: float = Field(default=60.0, gt=0)
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
+    max_result_bytes: int = Field(default=1_048_576, ge=1024)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

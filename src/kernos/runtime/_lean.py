@@ -421,14 +421,11 @@ class LeanLoop:
         self._empty_answers = False
         self._tools_key: tuple[int, ...] | None = None
         self._tools_text = ""
-        self._system = (
-            [{"role": "system", "content": session.instructions}] if session.instructions else []
-        )
 
     # -- history -----------------------------------------------------------------------------
     @property
     def history(self) -> list[ModelMessage]:
-        return to_model_messages(self.messages, self.meta, self.session.instructions)
+        return to_model_messages(self.messages, self.meta, self.session.system_prompt)
 
     @history.setter
     def history(self, value: Sequence[ModelMessage]) -> None:
@@ -511,7 +508,10 @@ class LeanLoop:
                 )
 
     def _wire(self) -> list[dict[str, Any]]:
-        messages = self._system + self.messages
+        system = self.session.system_prompt  # the tools offered may add a sentence to it
+        messages = (
+            [{"role": "system", "content": system}, *self.messages] if system else [*self.messages]
+        )
         if self._empty_answers:  # an empty answer is kept (history, store) but never sent
             messages = [m for m in messages if m["role"] != "assistant" or _sendable(m)]
         return messages

@@ -30,6 +30,7 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._chat import inner_layer
 from kernos.runtime._clean import clean_model, clean_response
+from kernos.runtime._foreign import has_foreign_tools, tool_results_note
 from kernos.runtime._lean import LeanLoop, lean_model_for, usage_responses
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
@@ -128,13 +129,26 @@ class Session:
         self._agent = (
             Agent(
                 clean_model(model),  # the model's text enters kernos here, and is cleaned once
-                instructions=instructions or None,
+                instructions=self._system_prompt,
                 toolsets=[KernosToolset(self, self._results.__setitem__)],
                 name=agent,
             )
             if self._lean is None
             else None
         )
+
+    @property
+    def system_prompt(self) -> str:
+        """What the model reads as the system prompt: the instructions, and once a tool kernos
+        did not write is offered, the sentence saying its delimited results are data
+        (:mod:`kernos.runtime._foreign`)."""
+        if not has_foreign_tools(self.tools.values()):
+            return self.instructions
+        note = tool_results_note()
+        return f"{self.instructions}\n\n{note}" if self.instructions else note
+
+    def _system_prompt(self) -> str:
+        return self.system_prompt  # pydantic-ai reads it for each request
 
     @property
     def engine(self) -> str:

@@ -31,6 +31,7 @@ from kernos.boundary import (
     decode_arguments,
 )
 from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
+from kernos.runtime._foreign import delimited
 from kernos.runtime._secrets import scrub_result
 from kernos.runtime._trace import span
 
@@ -135,6 +136,7 @@ class KernosToolset(AbstractToolset[Any]):
         if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too
             result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret
-        self._on_result(tool_call_id or "", result)
         self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
+        result = delimited(result)  # a tool kernos did not write: its text is data
+        self._on_result(tool_call_id or "", result)
         return result

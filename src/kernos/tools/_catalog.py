@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fnmatch
 import importlib
 import re
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolSpec
-from kernos.runtime import Config, ConfigError, WorkspacePolicy
+from kernos.runtime import Config, ConfigError, WorkspacePolicy, from_source
 from kernos.tools._builtin import builtin_tools
 from kernos.tools._functions import function_tool
 from kernos.tools._paths import LocalWorkspace, WorkspacePaths
@@ -48,6 +49,18 @@ OTHER_KERNOS_TOOLS = (
     "output_list_channels",
     "output_send__*",
 )
+
+#: names kernos's own toolsets give their tools (globs), and what offers them: a function or
+#: plugin tool may not take one (it would be silently shadowed, or shadow kernos's tool)
+KERNOS_TOOL_NAMES = {
+    "task": "sub-agent tasks",
+    "task_send": "sub-agent tasks",
+    "task_output": "sub-agent tasks",
+    "task_cancel": "sub-agent tasks",
+    "output_list_channels": "output channels",
+    "output_send__*": "output channels",
+    "compress": "`kernos mcp`",
+}
 
 
 @dataclass(frozen=True)
@@ -198,6 +211,7 @@ class ToolCatalog:
         self.config = config
         self.entries: dict[str, ToolEntry] = {}
         for entry in entries:
+            _check_not_kernos_name(config, entry)
             taken = self.entries.get(entry.spec.name)
             if taken is not None:
                 raise ConfigError(
@@ -254,9 +268,50 @@ class ToolCatalog:
             )
 
 
+def _check_not_kernos_name(config: Config, entry: ToolEntry) -> None:
+    """A function or plugin tool named like one of kernos's own tools is a config error.
+
+    Raises:
+        ConfigError: naming the tool, where it comes from and the kernos tool it collides with.
+    """
+    if entry.source == "builtin":
+        return
+    name = entry.spec.name
+    taken = next((glob for glob in KERNOS_TOOL_NAMES if fnmatch.fnmatchcase(name, glob)), None)
+    if taken is None:
+        return
+    owner = KERNOS_TOOL_NAMES[taken]
+    own = f"kernos's own tool {name!r} ({owner})"
+    if taken != name:
+        own = f"kernos's own tools {taken!r} ({owner})"
+    if entry.source == "function":
+        raise ConfigError(
+            config.path,
+            f"tools.{name}",
+            f"the function tool {name!r} collides with {own}",
+            f"rename the table, e.g. [tools.my_{name}]",
+        )
+    raise ConfigError(
+        None,
+        f"entry point {TOOLS_GROUP}:{entry.source.removeprefix('plugin:')}",
+        f"the plugin tool {name!r} collides with {own}",
+        "rename the plugin's tool, or uninstall the plugin",
+    )
+
+
 def workspace_tools(context: ToolPluginContext) -> list[ToolSpec[Any]]:
     """The built-in tools' ``kernos.tools`` entry point: read_file, list_files, search_files."""
     return builtin_tools(context.workspace)
+
+
+def _marked(spec: ToolSpec[Any], source: str) -> ToolSpec[Any]:
+    """A function's or plugin's tool: its results reach the model delimited as data from
+    ``function:NAME`` / ``plugin:NAME`` (:func:`kernos.runtime.from_source`); kernos's own
+    built-in tools are not marked."""
+    if source == "builtin":
+        return spec
+    origin = f"function:{spec.name}" if source == "function" else source
+    return from_source(spec, origin)
 
 
 def load_catalog(
@@ -284,8 +339,10 @@ def load_catalog(
     eps = list(plugins) if plugins is not None else list(entry_points(group=TOOLS_GROUP))
     for ep in sorted(eps, key=lambda e: (_source_of(e) != "builtin", e.name)):
         source = _source_of(ep)
-        entries += [ToolEntry(spec, source) for spec in _plugin_specs(ep, context)]
-    entries += [ToolEntry(spec, "function") for spec in _function_specs(config, cwd)]
+        entries += [ToolEntry(_marked(spec, source), source) for spec in _plugin_specs(ep, context)]
+    entries += [
+        ToolEntry(_marked(spec, "function"), "function") for spec in _function_specs(config, cwd)
+    ]
     catalog = ToolCatalog(config, entries)
     catalog.check()
     return catalog

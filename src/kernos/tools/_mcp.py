@@ -10,17 +10,25 @@ kernos dies, so it cannot outlive a killed kernos.
 Every MCP tool is a :func:`kernos.boundary.schema_tool`: padding is normalized by the prepare
 derived from its input schema, and the arguments are validated with ``jsonschema`` before any
 request reaches the server.
+
+What a server sends is bounded (:mod:`kernos.tools._limits`): a tool whose input schema is too big
+or too deep is left out with one warning; a result's text is cut at ``max_result_bytes`` before
+the model or the store sees it; lines a stdio server writes on stdout that are not MCP messages are
+counted and summarised in one warning, not logged one by one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import fnmatch
 import json
 import logging
 import re
+import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -31,15 +39,95 @@ import httpx2
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp import types as mcp_types
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import ValidationError
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
-from kernos.runtime import Config, ConfigError, McpServerConfig
+from kernos.runtime import KERNOS_SOURCE, Config, ConfigError, McpServerConfig, from_source
+from kernos.tools._limits import cut_text, schema_problem
 from kernos.tools._select import select_mcp_tools
 
 log = logging.getLogger("kernos.mcp")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _STDERR_TAIL = 300
+#: while stray stdout lines keep coming, at most one summary per this many seconds
+_NOISE_REPORT_EVERY = 60.0
+
+
+def _warn(message: str) -> None:
+    """One warning a person should see: in the log and on stderr (never stdout: under
+    ``kernos mcp`` stdout is the protocol)."""
+    if log.hasHandlers():  # with none, logging's last resort would print it a second time
+        log.warning("%s", message)
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+class _StdoutNoise:
+    """Lines a stdio server wrote on stdout that are not MCP messages: counted, the first kept."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.count = 0
+        self.reported = 0
+        self.first = ""
+        self._last_report: float | None = None
+
+    def add(self, error: BaseException) -> None:
+        self.count += 1
+        if not self.first:
+            self.first = _offending_line(error)
+        now = time.monotonic()
+        if self._last_report is None:
+            self._last_report = now  # the first summary comes a while later, or at close
+        elif now - self._last_report >= _NOISE_REPORT_EVERY:
+            self.report()
+
+    def report(self) -> None:
+        """Warn once about the lines not yet reported (nothing when there are none)."""
+        new = self.count - self.reported
+        if new <= 0:
+            return
+        self.reported = self.count
+        self._last_report = time.monotonic()
+        more = "" if new == self.count else f" more ({self.count:,} in all)"
+        _warn(
+            f"MCP server [{self.server}] wrote {new:,}{more} lines that are not MCP messages on "
+            f"stdout; first: {self.first!r}. A stdio server must write only MCP messages there "
+            "(logs go to stderr)"
+        )
+
+
+#: the stray-stdout tally of the MCP server whose connection task is running (the SDK's stdout
+#: reader runs in a task of that connection, so it sees the value its server set)
+_NOISE: contextvars.ContextVar[_StdoutNoise | None] = contextvars.ContextVar(
+    "kernos_mcp_stdout_noise", default=None
+)
+
+
+class _CountStdoutNoise(logging.Filter):
+    """On the SDK's stdio client logger: a stdout line that does not parse as an MCP message is
+    counted for its server (a traceback per line otherwise floods stderr), not logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        tally = _NOISE.get()
+        error = record.exc_info[1] if record.exc_info else None
+        if tally is None or not isinstance(error, ValueError):
+            return True
+        tally.add(error)
+        return False
+
+
+_NOISE_FILTER = _CountStdoutNoise()
+
+
+def _offending_line(error: BaseException) -> str:
+    """The stray line a parse error is about (pydantic keeps it as the error's input), cut short."""
+    line: Any = ""
+    errors = error.errors() if isinstance(error, ValidationError) else []
+    if errors:
+        line = errors[0].get("input", "")
+    shown = line if isinstance(line, str) else json.dumps(line, default=str)
+    return shown if len(shown) <= 120 else shown[:117] + "..."
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -78,6 +166,7 @@ class McpToolset:
         self._failure: McpServerError | None = None
         self._stderr: IO[bytes] | None = None
         self._http_refusal = ""
+        self._noise = _StdoutNoise(server)
 
     # -- the Toolset contract -------------------------------------------------------------------
     async def __aenter__(self) -> McpToolset:
@@ -132,12 +221,14 @@ class McpToolset:
             with contextlib.suppress(BaseException):
                 await task
         self._session = None
+        self._noise.report()
         if self._stderr is not None:
             with contextlib.suppress(OSError):
                 self._stderr.close()
             self._stderr = None
 
     async def _serve(self) -> None:
+        _NOISE.set(self._noise)  # this task's context: the SDK's reader tasks inherit it
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._connect(stack)
@@ -170,6 +261,9 @@ class McpToolset:
                 cwd=self._cwd(),
             )
             errlog: Any = self._stderr
+            stdio_log = logging.getLogger(stdio_client.__module__)
+            if _NOISE_FILTER not in stdio_log.filters:
+                stdio_log.addFilter(_NOISE_FILTER)
             return await stack.enter_async_context(stdio_client(params, errlog=errlog))
         assert config.url is not None
 
@@ -252,6 +346,13 @@ class McpToolset:
                     f"leave one out with exclude = [{tool.name!r}]",
                 )
             owners[offered] = tool.name
+            problem = schema_problem(tool.input_schema)
+            if problem is not None:
+                _warn(
+                    f"MCP server [{self.server}]: tool {tool.name!r} left out: {problem}; the "
+                    f"model is not offered it (leave it out with exclude = [{tool.name!r}])"
+                )
+                continue
             specs.append(self._spec(offered, tool))
         return specs
 
@@ -265,12 +366,14 @@ class McpToolset:
             return await self.call(remote, args, offered)
 
         description = tool.description or tool.title or f"{remote} (MCP server {self.server})"
-        return schema_tool(offered, description, schema, execute)
+        # what the server answers reaches the model delimited as data from `mcp:<server>`
+        return from_source(schema_tool(offered, description, schema, execute), self.name)
 
     async def call(self, tool: str, args: dict[str, Any], offered: str | None = None) -> ToolResult:
         """Call ``tool`` (the server's own name) with arguments already prepared and validated."""
         offered = offered or mcp_tool_name(self.server, tool)
         base = {"tool": offered, "server": self.server, "mcp_tool": tool}
+        ours = {**base, "source": KERNOS_SOURCE}  # errors kernos writes are not the server's text
         session = self._session
         if session is None:
             return ToolResult(
@@ -278,7 +381,7 @@ class McpToolset:
                     f"MCP server [{self.server}] is not running, so `{offered}` cannot be used in "
                     "this run; do the task without it."
                 ),
-                details={**base, "code": "mcp_unavailable", "stage": "execute"},
+                details={**ours, "code": "mcp_unavailable", "stage": "execute"},
                 is_error=True,
             )
         try:
@@ -290,16 +393,16 @@ class McpToolset:
                         f"`{offered}` got no answer from MCP server [{self.server}] within "
                         f"{self.config.timeout:g} s; try again, or ask for less at once."
                     ),
-                    details={**base, "code": "mcp_timeout", "stage": "execute"},
+                    details={**ours, "code": "mcp_timeout", "stage": "execute"},
                     is_error=True,
                 )
             code = "mcp_unavailable" if exc.code == mcp_types.CONNECTION_CLOSED else "mcp_error"
             return ToolResult(
                 text=f"MCP server [{self.server}] refused `{offered}`: {exc.message}",
-                details={**base, "code": code, "stage": "execute", "mcp_code": exc.code},
+                details={**ours, "code": code, "stage": "execute", "mcp_code": exc.code},
                 is_error=True,
             )
-        return _tool_result(result, base)
+        return _tool_result(result, base, self.config.max_result_bytes)
 
 
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
@@ -315,9 +418,16 @@ async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
     return listed
 
 
-def _tool_result(result: Any, details: dict[str, Any]) -> ToolResult:
+def _tool_result(result: Any, details: dict[str, Any], limit: int) -> ToolResult:
+    """The model's text for a server's result, at most ``limit`` UTF-8 bytes (plus the cut
+    marker). ``structuredContent`` is kept once: as the text when there is no other, in
+    ``details`` only when it says something the text does not and fits the limit."""
+    out = dict(details)
     if not isinstance(result, mcp_types.CallToolResult):
-        return ToolResult(text=str(result), details=dict(details))
+        shown, dropped = cut_text(str(result), limit)
+        if dropped:
+            out["cut_bytes"] = dropped
+        return ToolResult(text=shown, details=out)
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
@@ -331,17 +441,35 @@ def _tool_result(result: Any, details: dict[str, Any]) -> ToolResult:
             mime = getattr(block, "mime_type", "") or ""
             parts.append(f"[{block.type} content {mime}, not shown]".replace(" ,", ","))
     text = "\n".join(parts)
-    out = dict(details)
-    if result.structured_content is not None:
-        out["structured"] = result.structured_content
+    structured = result.structured_content
+    if structured is not None:
+        as_json = json.dumps(structured, ensure_ascii=False, default=str)
         if not text:
-            text = json.dumps(result.structured_content, ensure_ascii=False, default=str)
+            text = as_json
+        elif not _same_json(text, structured):
+            if len(as_json.encode("utf-8", errors="replace")) <= limit:
+                out["structured"] = structured
+            else:
+                out["structured_omitted_bytes"] = len(as_json.encode("utf-8", errors="replace"))
+    text, dropped = cut_text(text, limit)
+    if dropped:
+        out["cut_bytes"] = dropped
     if result.is_error:
         out.update(code="mcp_error", stage="execute")
         return ToolResult(
             text=text or "the tool reported an error and no message", details=out, is_error=True
         )
     return ToolResult(text=text, details=out)
+
+
+def _same_json(text: str, value: Any) -> bool:
+    """Whether ``text`` is ``value`` serialized (servers send structured content twice so)."""
+    if not text.lstrip().startswith(("{", "[")):
+        return False
+    try:
+        return bool(json.loads(text) == value)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _leaf(exc: BaseException) -> BaseException:
