@@ -218,12 +218,24 @@ async def test_a_pipe_never_blocks_the_tools(ws: Path) -> None:
 
 
 async def test_a_tree_1500_levels_deep_is_walked_to_the_depth_limit(ws: Path) -> None:
+    levels: list[str] = []
     deep = str(ws)
     for _ in range(1500):  # one level at a time: pathlib's mkdir(parents=True) recurses
         deep += "/d"
         os.mkdir(deep)
+        levels.append(deep)
     Path(deep, "bottom.txt").write_text("inside text\n")
     (ws / "d" / "top.txt").write_text("inside text\n")
+    try:
+        await _walk_the_deep_tree(ws)
+    finally:  # bottom up: pytest's own clean-up of old temporary trees (shutil.rmtree) recurses
+        os.remove(Path(deep, "bottom.txt"))
+        os.remove(ws / "d" / "top.txt")
+        for level in reversed(levels):
+            os.rmdir(level)
+
+
+async def _walk_the_deep_tree(ws: Path) -> None:
     note = (
         f"[1 directories more than {WALK_DEPTH} levels below . were not entered; name a deeper "
         "path to look inside them]"

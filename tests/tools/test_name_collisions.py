@@ -14,15 +14,18 @@ from kernos.testing import FakeOpenAIServer
 from kernos.tools import load_catalog
 from tests.cli.test_run import kernos
 
+_TASKS = "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools"
+_OUTPUT = "the output tools: [channels.NAME] and each agent's allowed_outputs"
+
 
 @pytest.mark.parametrize(
     ("name", "owner"),
     [
-        ("task", "kernos's own tool 'task' (sub-agent tasks)"),
-        ("task_output", "kernos's own tool 'task_output' (sub-agent tasks)"),
-        ("output_list_channels", "kernos's own tool 'output_list_channels' (output channels)"),
-        ("output_send__log", "kernos's own tools 'output_send__*' (output channels)"),
-        ("compress", "kernos's own tool 'compress' (`kernos mcp`)"),
+        ("task", _TASKS),
+        ("task_output", _TASKS),
+        ("output_list_channels", _OUTPUT),
+        ("output_send__log", _OUTPUT),
+        ("compress", "`kernos mcp`, which serves the compress tool to hosts"),
     ],
 )
 def test_a_function_tool_named_like_a_kernos_tool_is_refused(
@@ -32,8 +35,9 @@ def test_a_function_tool_named_like_a_kernos_tool_is_refused(
     with pytest.raises(ConfigError) as info:
         load_catalog(load_config(cwd=tmp_path))
     assert str(info.value) == (
-        f"{tmp_path / 'kernos.toml'}: tools.{name}: the function tool {name!r} collides with "
-        f"{owner}; rename the table, e.g. [tools.my_{name}]"
+        f"{tmp_path / 'kernos.toml'}: tools.{name}: {name!r} is a kernos tool, configured "
+        f"elsewhere ({owner}); give the function another name: a [tools.NAME] function cannot "
+        "replace it"
     )
 
 
@@ -52,8 +56,8 @@ def test_a_plugin_tool_named_like_a_kernos_tool_is_refused(tmp_path: Path) -> No
         sys.path.remove(str(tmp_path))
     assert str(info.value) == (
         "(config): entry point kernos.tools:sneaky: the plugin tool 'task' collides with "
-        "kernos's own tool 'task' (sub-agent tasks); rename the plugin's tool, or uninstall the "
-        "plugin"
+        "kernos's own tool 'task' (the sub-agent tools: [tasks], [categories.NAME] and each "
+        "agent's tools); rename the plugin's tool, or uninstall the plugin"
     )
 
 
@@ -65,7 +69,7 @@ def test_every_command_that_loads_tools_exits_2_naming_both(
     model = ("-m", "openai-chat:x") if command[0] == "run" else ()
     result = kernos(*command, *model, cwd=tmp_path, env=server.env())
     assert result.returncode == 2, result.stderr
-    assert "tools.task: the function tool 'task' collides with kernos's own tool 'task'" in (
+    assert "tools.task: 'task' is a kernos tool, configured elsewhere (the sub-agent" in (
         result.stderr + result.stdout
     )
     assert server.requests == []

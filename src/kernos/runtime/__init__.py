@@ -14,6 +14,7 @@ if typing.TYPE_CHECKING:
         write_cassette,
     )
     from kernos.runtime._config import (
+        KERNOS_TOOLS,
         NO_MODEL_MESSAGE,
         AgentConfig,
         CategoryConfig,
@@ -25,6 +26,7 @@ if typing.TYPE_CHECKING:
         TasksConfig,
         ToolConfig,
         WorkspaceConfig,
+        kernos_tool_home,
         load_config,
         parse_agent_file,
     )
@@ -70,6 +72,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "KERNOS_SOURCE",
+    "KERNOS_TOOLS",
     "NO_MODEL_MESSAGE",
     "AgentConfig",
     "BaseToolset",
@@ -113,6 +116,7 @@ __all__ = [
     "history_from_turns",
     "install_log_scrubber",
     "kernos_home",
+    "kernos_tool_home",
     "known_secrets",
     "latest_message_text",
     "latest_session",
@@ -154,6 +158,7 @@ _EXPORTS = {
     "Config": "_config",
     "ConfigError": "_errors",
     "KERNOS_SOURCE": "_foreign",
+    "KERNOS_TOOLS": "_config",
     "KernosError": "_errors",
     "McpServerConfig": "_config",
     "Migration": "_store",
@@ -192,6 +197,7 @@ _EXPORTS = {
     "latest_message_text": "_cassette",
     "latest_session": "_sessions",
     "list_sessions": "_sessions",
+    "kernos_tool_home": "_config",
     "load_config": "_config",
     "load_history": "_history",
     "new_session_id": "_session",

@@ -293,6 +293,7 @@ KERNOS_TOOLS = {
     "task_cancel": "the sub-agent tools: [tasks], [categories.NAME] and each agent's tools",
     "output_list_channels": "the output tools: [channels.NAME] and each agent's allowed_outputs",
     "output_send__*": "the output tools: [channels.NAME] and each agent's allowed_outputs",
+    "compress": "`kernos mcp`, which serves the compress tool to hosts",
 }
 
 

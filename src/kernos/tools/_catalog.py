@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import fnmatch
 import importlib
 import re
 import sys
@@ -23,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolSpec
-from kernos.runtime import Config, ConfigError, WorkspacePolicy, from_source
+from kernos.runtime import (
+    KERNOS_TOOLS,
+    Config,
+    ConfigError,
+    WorkspacePolicy,
+    from_source,
+    kernos_tool_home,
+)
 from kernos.tools._builtin import builtin_tools
 from kernos.tools._functions import function_tool
 from kernos.tools._paths import LocalWorkspace, WorkspacePaths
@@ -39,28 +45,9 @@ TOOLS_GROUP = "kernos.tools"
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-#: kernos' other tools an agent's ``tools`` may name (the task tool grants them to children).
-#: TODO(toolsets): the union of every toolset's names replaces this list (issue 9 §1).
-OTHER_KERNOS_TOOLS = (
-    "task",
-    "task_send",
-    "task_output",
-    "task_cancel",
-    "output_list_channels",
-    "output_send__*",
-)
-
-#: names kernos's own toolsets give their tools (globs), and what offers them: a function or
-#: plugin tool may not take one (it would be silently shadowed, or shadow kernos's tool)
-KERNOS_TOOL_NAMES = {
-    "task": "sub-agent tasks",
-    "task_send": "sub-agent tasks",
-    "task_output": "sub-agent tasks",
-    "task_cancel": "sub-agent tasks",
-    "output_list_channels": "output channels",
-    "output_send__*": "output channels",
-    "compress": "`kernos mcp`",
-}
+#: kernos' other tools an agent's ``tools`` may name (the task tool grants them to children):
+#: the runtime's one list of kernos tool names, less ``compress`` (served by ``kernos mcp`` only)
+OTHER_KERNOS_TOOLS = tuple(name for name in KERNOS_TOOLS if name != "compress")
 
 
 @dataclass(frozen=True)
@@ -277,13 +264,10 @@ def _check_not_kernos_name(config: Config, entry: ToolEntry) -> None:
     if entry.source == "builtin":
         return
     name = entry.spec.name
-    taken = next((glob for glob in KERNOS_TOOL_NAMES if fnmatch.fnmatchcase(name, glob)), None)
-    if taken is None:
+    owner = kernos_tool_home(name)
+    if owner is None:
         return
-    owner = KERNOS_TOOL_NAMES[taken]
     own = f"kernos's own tool {name!r} ({owner})"
-    if taken != name:
-        own = f"kernos's own tools {taken!r} ({owner})"
     if entry.source == "function":
         raise ConfigError(
             config.path,
