@@ -56,6 +56,11 @@ def test_numbers_as_text_in_required_fields_become_numbers() -> None:
         ({"type": ["boolean", "integer"]}, "true", True),
         ({"type": ["boolean", "integer"]}, "8", 8),
         ({"$ref": "#/$defs/n"}, "9", 9),
+        (
+            {"anyOf": [{"anyOf": [{"type": "boolean"}, {"type": "null"}]}, {"type": "null"}]},
+            "false",
+            False,
+        ),
     ],
 )
 def test_text_spelling_a_number_or_boolean_becomes_it(

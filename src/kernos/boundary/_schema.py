@@ -422,8 +422,8 @@ def _coerce(text: str, types: frozenset[str], level: int) -> Any:
     if first == "[" or first == "{":
         kind = "array" if first == "[" else "object"
         if kind in types and len(word) <= MAX_JSON_TEXT:
-            decoded = _decode(word, MAX_ARGUMENT_DEPTH - level)
-            if decoded is not None and (kind == "array") == (decoded.__class__ is list):
+            decoded = _decode(word, MAX_ARGUMENT_DEPTH - level)  # "[" opens an array only
+            if decoded is not None:
                 return decoded
         return text
     if "boolean" in types:
