@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from kernos.boundary import ToolContext, ToolSpec
 from kernos.runtime import Config, Session, SessionEvent, Store, resolve_model
+from kernos.runtime._toolset import unknown_tool_result
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
 
@@ -86,3 +87,15 @@ def test_an_unknown_tool_gets_the_same_coded_answer_on_both_engines(tmp_path: Pa
     assert json.loads(shown[0][1])["name"] == "lookup"
     assert shown[1] == ("tool_result", "lookup", ANSWER, "unknown_tool")
     assert turns[2]["tool_results"][0]["details"]["code"] == "unknown_tool"
+
+
+def test_the_answer_names_close_tools_else_the_ones_there_are() -> None:
+    close = unknown_tool_result("serch_files", ["read_file", "search_files", "list_files"])
+    assert close.code == "unknown_tool"
+    assert close.details["closest"][0] == "search_files"  # the closest first
+    assert "The closest tools you have: `search_files`, " in close.text
+    far = unknown_tool_result("deploy", ["read_file", "list_files"])
+    assert "The tools you have: `list_files`, `read_file`." in far.text
+    many = unknown_tool_result("zzz", [f"tool_{i:02}" for i in range(25)])
+    assert "`tool_19` (and 5 more)." in many.text
+    assert "You have no tools in this session" in unknown_tool_result("x", []).text
