@@ -170,12 +170,46 @@ def test_recording_server_receives_a_padded_call_stripped_and_a_bad_call_never(
     )
     result = kernos("run", "Look it up", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
     assert result.returncode == 0, result.stderr
-    assert recorded(record) == [
-        {"tool": "lookup", "arguments": {"query": "boundary", "exact": False}}
+    assert recorded(record) == [  # whitespace-only text is a value, not padding
+        {"tool": "lookup", "arguments": {"query": "boundary", "exact": False, "note": "   "}}
     ]
     retry = server.requests[2]["messages"][-1]["content"]
     assert "Invalid arguments for tool `rec__lookup`:" in retry
     assert "- `query`: required field is missing; add it." in retry
+
+
+def test_recording_server_receives_a_stringified_call_as_the_clean_call(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    record = tmp_path / "calls.jsonl"
+    (tmp_path / "kernos.toml").write_text(recorder_config("rec", record))
+    stringified = {
+        "query": "[draft]",  # a string property: JSON-looking text stays text
+        "limit": "2",
+        "exact": "TRUE",
+        "tags": '["a", "b"]',
+        "filters": '{"field": "lang", "value": ""}',
+        "note": "",
+    }
+    server.script(
+        tool_call("rec__lookup", json.dumps(stringified)),
+        text("done", when="found 3 entries"),
+    )
+    result = kernos("run", "Look it up", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert result.returncode == 0, result.stderr
+    assert recorded(record) == [
+        {
+            "tool": "lookup",
+            "arguments": {
+                "query": "[draft]",
+                "limit": 2,
+                "exact": True,
+                "tags": ["a", "b"],
+                "filters": {"field": "lang"},
+            },
+        }
+    ]
+    assert len(server.requests) == 2  # no retry round trip
 
 
 def test_parent_and_child_share_one_server_process(

@@ -4,25 +4,43 @@ A consumed tool brings no pydantic model and no ``prepare`` of its own, so both 
 its JSON schema:
 
 * :func:`schema_prepare` compiles the schema once into a plan and returns a pure
-  ``prepare(raw) -> dict`` that turns provider padding into absence, *optional properties only*:
+  ``prepare(raw) -> dict`` that turns text a provider sent for a non-text property into the value
+  it spells (every property, required or optional), and provider padding into absence (*optional
+  properties only*):
+
+  ===========================================================  ===============================
+  value sent, any property whose schema takes no string        becomes
+  ===========================================================  ===============================
+  ``"true"`` / ``"false"`` (any case), boolean property         the boolean
+  a numeric string, integer / number property                   the number (``"4.0"`` → ``4``)
+  JSON text of an array / object, array / object property       the decoded value, cleaned by
+                                                                its own schema (at most
+                                                                :data:`MAX_JSON_TEXT` characters,
+                                                                nesting within
+                                                                ``MAX_ARGUMENT_DEPTH``)
+  ===========================================================  ===============================
+
+  A property whose schema takes a string (``type`` lists, ``anyOf`` branches, no ``type`` at all)
+  keeps its text as sent, even when it looks like a number or JSON; a value the schema already
+  accepts is never changed.
 
   ==========================================================  ====================
   optional property, value sent                               becomes
   ==========================================================  ====================
   ``null``, the property's schema does not allow null         absent
-  ``""`` / whitespace-only, string property                   absent
+  ``""``, a property with a declared type                     absent
   ``[]`` / ``{}``, array / object property                    absent
-  ``"true"`` / ``"false"`` (any case), boolean property       the boolean
-  numeric string, integer / number property                   the number
-  ``"null"``/``"none"``/``"undefined"``, string property
-  whose ``enum`` or ``pattern`` rejects it                    absent
+  ``"null"``/``"none"``/``"undefined"``, property that takes
+  no string, or whose ``enum`` or ``pattern`` rejects it      absent
   a key ``additionalProperties: false`` forbids               dropped
-  an undeclared key whose value is blank / empty / ``null``    dropped
+  an undeclared key whose value is ``""`` / empty / ``null``  dropped
   ==========================================================  ====================
 
-  Required properties are never stripped; nested objects and arrays of objects recurse with their
-  own ``required``. ``anyOf``/``oneOf`` with a ``null`` branch, ``type`` lists, ``allOf`` and local
-  ``$ref``/``$defs`` are followed; a shape the plan does not understand is left as it is.
+  Only ``""`` is padding: whitespace-only text is a value (a separator, an indent). Required
+  properties are never stripped; nested objects and arrays recurse with their own ``required``
+  (array entries are never dropped, only coerced and cleaned inside). ``anyOf``/``oneOf`` with a
+  ``null`` branch, ``type`` lists, ``allOf`` and local ``$ref``/``$defs`` are followed; a shape
+  the plan does not understand is left as it is.
 * :func:`schema_tool` builds a :class:`~kernos.boundary.ToolSpec` whose schema stage validates
   with ``jsonschema`` on kernos's side, so a bad call gets the coded ``invalid_arguments`` text
   naming each field before anything reaches the tool's owner.
@@ -32,6 +50,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import json
 import logging
 import math
 import re
@@ -45,7 +64,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from kernos.boundary._padding import NULL_WORDS
 from kernos.boundary._regex import PatternTooComplex, compile_pattern
-from kernos.boundary._tool import ToolContext, ToolResult, ToolSpec
+from kernos.boundary._text import clean_value, nesting_depth
+from kernos.boundary._tool import MAX_ARGUMENT_DEPTH, ToolContext, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError as JsonSchemaError
@@ -54,6 +74,10 @@ log = logging.getLogger("kernos.boundary")
 
 _NUMERIC = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 _INTEGER = re.compile(r"^[+-]?\d+$")
+#: the longest string that is decoded as JSON text for an array or object property
+MAX_JSON_TEXT = 1 << 20
+_MAX_BRANCHES = 64  # anyOf/oneOf alternatives one property may offer; more reads as "anything"
+_MAX_BRANCH_NESTING = 4  # anyOf inside anyOf, flattened this deep; deeper reads as "anything"
 _MAX_DEPTH = 64  # schemas nest this deep at most in the plan; deeper reads as "anything"
 _JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
 _ABSENT: Any = object()  # a sentinel: "drop this key" (None is a value)
@@ -167,14 +191,7 @@ class _Compiler:
         return plan
 
     def _fill(self, plan: _Prop, schema: Mapping[str, Any]) -> None:
-        branches = [schema]
-        for key in ("anyOf", "oneOf"):
-            options = schema.get(key)
-            if isinstance(options, list) and options:
-                branches = [
-                    self.resolve({**schema, key: None, **self._as_dict(o)}) for o in options
-                ]
-                break
+        branches = self._branches(schema, _MAX_BRANCH_NESTING)
         types: set[str] = set()
         untyped = False
         nullable = False
@@ -213,6 +230,24 @@ class _Compiler:
             plan.obj = self.obj(objects[0])
         if len(arrays) == 1 and isinstance(arrays[0], Mapping):
             plan.items = self.prop(arrays[0])
+
+    def _branches(self, schema: Mapping[str, Any], nesting: int) -> list[Mapping[str, Any]]:
+        """The alternatives ``anyOf``/``oneOf`` offer, nested ones flattened (``anyOf`` of an
+        ``anyOf`` with ``null``: what an optional union often becomes); a schema nested deeper
+        than ``nesting`` or spreading past :data:`_MAX_BRANCHES` stays one untyped branch."""
+        for key in ("anyOf", "oneOf"):
+            options = schema.get(key)
+            if isinstance(options, list) and options:
+                if nesting <= 0:
+                    return [{}]
+                branches: list[Mapping[str, Any]] = []
+                for option in options:
+                    branch = self.resolve({**schema, key: None, **self._as_dict(option)})
+                    branches.extend(self._branches(branch, nesting - 1))
+                    if len(branches) > _MAX_BRANCHES:
+                        return [{}]
+                return branches
+        return [schema]
 
     def obj(self, schema: Mapping[str, Any]) -> _Obj:
         schema = self._merge_all_of(self.resolve(schema))
@@ -293,9 +328,14 @@ def _json_type(value: Any) -> str:
 
 
 # -- applying the plan -----------------------------------------------------------------------------
+#
+# ``level`` is how many lists and objects enclose the value being cleaned (the arguments dict is
+# at 0): JSON text decoded at ``level`` may nest at most MAX_ARGUMENT_DEPTH - level deep, so
+# decoding never makes the arguments nest deeper than call_tool lets a provider send them
+# (boundary/_tool.py).
 
 
-def _clean_object(value: dict[str, Any], plan: _Obj) -> dict[str, Any]:
+def _clean_object(value: dict[str, Any], plan: _Obj, level: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     properties = plan.properties
     required = plan.required
@@ -308,9 +348,9 @@ def _clean_object(value: dict[str, Any], plan: _Obj) -> dict[str, Any]:
                 continue  # an undeclared key: padding, or one the schema forbids
             out[key] = item
         elif key in required:
-            out[key] = _clean_required(item, prop)
+            out[key] = _clean_required(item, prop, level + 1)
         else:
-            cleaned = _clean_optional(item, prop)
+            cleaned = _clean_optional(item, prop, level + 1)
             if cleaned is not _ABSENT:
                 out[key] = cleaned
     return out
@@ -320,7 +360,7 @@ def _is_padding(value: Any) -> bool:
     if value is None:
         return True
     if isinstance(value, str):
-        return not value.strip()
+        return not value  # whitespace is text: a separator, an indent
     return isinstance(value, list | dict) and not value
 
 
@@ -329,72 +369,118 @@ def _pattern_allows(plan: _Obj, key: str) -> bool:
     return any(_search(pattern, key) is not False for pattern in plan.patterns)
 
 
-def _clean_required(value: Any, prop: _Prop) -> Any:
-    """A required value is kept; only what is nested inside it is cleaned."""
+def _clean_required(value: Any, prop: _Prop, level: int) -> Any:
+    """A required value is never dropped: only coerced when lossless, and cleaned inside."""
+    if isinstance(value, str):
+        types = prop.types
+        if not types or "string" in types:
+            return value  # the text is a legitimate value
+        value = _coerce(value, types, level)
     if isinstance(value, dict) and prop.obj is not None:
-        return _clean_object(value, prop.obj)
-    if isinstance(value, list) and prop.items is not None and prop.items.obj is not None:
-        return _clean_items(value, prop.items)
+        return _clean_object(value, prop.obj, level)
+    if isinstance(value, list) and prop.items is not None:
+        return _clean_items(value, prop.items, level)
     return value
 
 
-def _clean_items(value: list[Any], items: _Prop) -> list[Any]:
-    plan = items.obj
-    if plan is None:
-        return value
-    return [_clean_object(entry, plan) if isinstance(entry, dict) else entry for entry in value]
+def _clean_items(value: list[Any], items: _Prop, level: int) -> list[Any]:
+    """An array's entries: each is cleaned like a required value (an entry is never dropped)."""
+    types = items.types
+    if items.obj is None and items.items is None and (not types or "string" in types):
+        return value  # nothing an entry could need: no walk
+    return [_clean_required(entry, items, level + 1) for entry in value]
 
 
-def _clean_optional(value: Any, prop: _Prop) -> Any:
+def _clean_optional(value: Any, prop: _Prop, level: int) -> Any:
     types = prop.types
     if value is None:
         return value if prop.nullable else _ABSENT
     if isinstance(value, str):
-        return _clean_string(value, prop)
+        return _clean_string(value, prop, level)
     if isinstance(value, list):
         if not value:
             return _ABSENT if types else value
         if prop.items is not None:
-            return _clean_items(value, prop.items)
+            return _clean_items(value, prop.items, level)
         return value
     if isinstance(value, dict):
         if not value:
             return _ABSENT if types else value
         if prop.obj is not None:
-            cleaned = _clean_object(value, prop.obj)
+            cleaned = _clean_object(value, prop.obj, level)
             return cleaned if cleaned else _ABSENT
         return value
     return value
 
 
-def _clean_string(value: str, prop: _Prop) -> Any:
+def _clean_string(value: str, prop: _Prop, level: int) -> Any:
     types = prop.types
     if not types:  # nothing declared: no way to tell padding from a value
         return value
     enum = prop.enum
     if enum is not None and value in enum:
         return value
-    word = value.strip()
-    if not word:
-        return _ABSENT
-    takes_string = "string" in types
-    folded = word.casefold()
-    if not takes_string:
-        if "boolean" in types and folded in ("true", "false"):
-            return folded == "true"
-        if ("integer" in types or "number" in types) and len(word) < 300 and _NUMERIC.match(word):
-            number = _number(word, integer_only="number" not in types)
-            if number is not None:
-                return number
-        if folded in NULL_WORDS:
+    if not value:
+        return _ABSENT  # only "" is padding: whitespace-only text is a value
+    if "string" not in types:
+        coerced = _coerce(value, types, level)
+        if coerced is not value:
+            return (
+                _clean_optional(coerced, prop, level)
+                if isinstance(coerced, list | dict)
+                else coerced
+            )
+        if value.strip().casefold() in NULL_WORDS:
             return _ABSENT  # "null" for a number, a boolean, an object: padding, never a value
         return value
-    if folded in NULL_WORDS:
+    if value.strip().casefold() in NULL_WORDS:
         if enum is not None:
             return _ABSENT  # the enum does not hold it (checked above)
         if prop.pattern is not None and _search(prop.pattern, value) is False:
             return _ABSENT
     return value
+
+
+def _coerce(text: str, types: frozenset[str], level: int) -> Any:
+    """``text`` as the value it spells, for a schema whose ``types`` exclude strings.
+
+    JSON text becomes the array or object it encodes (when the schema takes that type and the
+    text is bounded), ``"true"``/``"false"`` a boolean, a numeric string a number the schema
+    takes. Anything else is returned as the same object, for the validator to judge.
+    """
+    word = text.strip()
+    if not word:
+        return text
+    first = word[0]
+    if first == "[" or first == "{":
+        kind = "array" if first == "[" else "object"
+        if kind in types and len(word) <= MAX_JSON_TEXT:
+            decoded = _decode(word, MAX_ARGUMENT_DEPTH - level)  # "[" opens an array only
+            if decoded is not None:
+                return decoded
+        return text
+    if "boolean" in types:
+        folded = word.casefold()
+        if folded == "true":
+            return True
+        if folded == "false":
+            return False
+    if ("integer" in types or "number" in types) and len(word) < 300 and _NUMERIC.match(word):
+        number = _number(word, integer_only="number" not in types)
+        if number is not None:
+            return number
+    return text
+
+
+def _decode(text: str, room: int) -> list[Any] | dict[str, Any] | None:
+    """The list or dict ``text`` encodes when it nests at most ``room`` deep; else ``None``."""
+    try:
+        decoded = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(decoded, list | dict) or nesting_depth(decoded, room) > room:
+        return None
+    return cast("list[Any] | dict[str, Any]", clean_value(decoded))
 
 
 def _number(word: str, *, integer_only: bool) -> int | float | None:
@@ -426,7 +512,7 @@ def schema_prepare(json_schema: Mapping[str, Any]) -> Callable[[Any], dict[str, 
             return {}
         token = _deadline.set(time.monotonic() + PATTERN_SECONDS)
         try:
-            return _clean_object(raw, plan)
+            return _clean_object(raw, plan, 0)
         except Exception:  # never raise: hand the arguments on for the validator to judge
             log.warning("padding normalization failed; arguments kept as sent", exc_info=True)
             return dict(raw)

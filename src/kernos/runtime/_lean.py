@@ -525,9 +525,8 @@ class LeanLoop:
         session = self.session
         spec = session.tools.get(name)
         if spec is None:
-            known = ", ".join(repr(n) for n in session.tools) or "none"
             self._spend(name, _OUTPUT_RETRIES, retries)
-            return dumps({"error": f"Unknown tool name: {name!r}. Available tools: {known}"}), True
+            return dumps({"error": self._toolset.unknown(name, args, call_id).text}), True
         result = await self._toolset.invoke(name, args, call_id)
         if result.stage in ("json", "schema"):
             self._spend(name, self._toolset._retries(spec), retries)

@@ -126,11 +126,12 @@ class Session:
         self._turns_keyed = 0
         lean = lean_model_for(model, engine)
         self._lean = None if lean is None else LeanLoop(self, lean)
+        self._toolset = KernosToolset(self, self._results.__setitem__)
         self._agent = (
             Agent(
                 clean_model(model),  # the model's text enters kernos here, and is cleaned once
                 instructions=self._system_prompt,
-                toolsets=[KernosToolset(self, self._results.__setitem__)],
+                toolsets=[self._toolset],
                 name=agent,
             )
             if self._lean is None
@@ -351,7 +352,9 @@ class Session:
                             response.parts = clean_response(response).parts
                         self._history = run.all_messages()
                         continue
-                node = await run.next(node)
+                ran, node = node, await run.next(node)
+                if isinstance(ran, CallToolsNode) and Agent.is_model_request_node(node):
+                    self._answer_unknown_calls(node.request, ran.model_response)
                 self._history = run.all_messages()
             self._history = run.all_messages()
             if stopped or run.result is None:
@@ -363,6 +366,26 @@ class Session:
         new = self._history[before:]
         self._record(new)
         return final, [m for m in new if isinstance(m, ModelResponse)]
+
+    def _answer_unknown_calls(self, request: ModelRequest, response: ModelResponse) -> None:
+        """pydantic-ai answers a call of a tool it does not know with its own retry text before
+        any toolset sees it; kernos's coded ``unknown_tool`` answer (the lean loop's too) and its
+        events replace it here, before the request goes out."""
+        for part in request.parts:
+            if not isinstance(part, RetryPromptPart | ToolReturnPart) or (
+                isinstance(part, ToolReturnPart) and part.outcome != "retried"
+            ):
+                continue
+            if part.tool_name is not None and part.tool_name not in self.tools:
+                args = next(
+                    (
+                        p.args
+                        for p in response.parts
+                        if isinstance(p, ToolCallPart) and p.tool_call_id == part.tool_call_id
+                    ),
+                    None,
+                )
+                part.content = self._toolset.unknown(part.tool_name, args, part.tool_call_id).text
 
     def _record(self, messages: Sequence[ModelMessage]) -> None:
         if self.store is None:

@@ -12,7 +12,8 @@ event log.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
@@ -52,6 +53,31 @@ class _RawArguments:
 
 
 _PASS_RAW = _RawArguments()
+
+_LISTED = 20  # tool names an unknown-tool answer lists when none is close
+
+
+def unknown_tool_result(name: str, known: Collection[str]) -> ToolResult:
+    """The coded ``unknown_tool`` answer to a call of a tool the agent does not have: the
+    closest names it does have (difflib), else the ones it has."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
+    if close:
+        hint = "The closest tools you have: " + ", ".join(f"`{n}`" for n in close) + "."
+    elif known:
+        shown = sorted(known)[:_LISTED]
+        more = f" (and {len(known) - len(shown)} more)" if len(known) > len(shown) else ""
+        hint = "The tools you have: " + ", ".join(f"`{n}`" for n in shown) + more + "."
+    else:
+        hint = "You have no tools in this session: answer in text."
+    return ToolResult.from_error(
+        ToolError(
+            "unknown_tool",
+            f"There is no tool `{name}`. {hint} Call a tool by one of its exact names.",
+            {"closest": close},
+        ),
+        stage="schema",
+        tool=name,
+    )
 
 
 class KernosToolset(AbstractToolset[Any]):
@@ -109,7 +135,9 @@ class KernosToolset(AbstractToolset[Any]):
     async def invoke(self, name: str, raw: Any, tool_call_id: str | None) -> ToolResult:
         """Run one call of tool ``name`` through the boundary (the lean engine calls this too):
         the events, the cleaned and scrubbed result, ``on_result``."""
-        spec: ToolSpec[Any] = self._session.tools[name]
+        spec: ToolSpec[Any] | None = self._session.tools.get(name)
+        if spec is None:
+            return self.unknown(name, raw, tool_call_id)
         try:
             args = shown = decode_arguments(raw, name)
         except ToolError:  # call_tool answers it with the code; the event shows what was sent
@@ -139,4 +167,12 @@ class KernosToolset(AbstractToolset[Any]):
         self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
         result = delimited(result)  # a tool kernos did not write: its text is data
         self._on_result(tool_call_id or "", result)
+        return result
+
+    def unknown(self, name: str, raw: Any, tool_call_id: str | None) -> ToolResult:
+        """Answer a call of a tool the session does not have, shown like any other call."""
+        result = unknown_tool_result(clean_text(name), self._session.tools.keys())
+        self._session.emit("tool_call", name=name, args=raw, call_id=tool_call_id)
+        self._on_result(tool_call_id or "", result)
+        self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
         return result

@@ -23,7 +23,14 @@ import pydantic_core
 from griffe import Docstring, DocstringSectionKind, DocstringSectionParameters, GoogleOptions
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
-from kernos.boundary import ToolContext, ToolResult, ToolSpec, boolean_flag, is_blank
+from kernos.boundary import (
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    boolean_flag,
+    is_blank,
+    schema_prepare,
+)
 
 log = logging.getLogger("kernos.tools")
 
@@ -81,11 +88,19 @@ class _Preparer:
     ``None`` and its default is not ``None``), blank strings, ``[]`` and ``{}`` are absent;
     ``"true"``/``"false"`` become booleans for a ``bool``; a null word (``"null"``, ``"none"``) is
     absent when the parameter's type rejects it. Keys the function does not take are dropped.
+
+    ``coerce`` then runs on what is left: the ``prepare`` derived from the model's JSON schema
+    (:func:`~kernos.boundary.schema_prepare`), so text sent for a parameter that takes no string
+    (``"10"`` for an ``int``, ``'["a"]'`` for a ``list[str]``) becomes the value it spells, as for
+    MCP tools. pydantic's lax mode reads numeric text but never decodes JSON text for a list.
     """
 
-    def __init__(self, params: list[_Param]) -> None:
+    def __init__(
+        self, params: list[_Param], coerce: Callable[[Any], dict[str, Any]] | None = None
+    ) -> None:
         self._params = {p.name: p for p in params}
         self._adapters: dict[str, TypeAdapter[Any]] = {}
+        self._coerce = coerce
 
     def _rejects(self, param: _Param, value: str) -> bool:
         adapter = self._adapters.get(param.name)
@@ -126,7 +141,7 @@ class _Preparer:
             ):
                 continue
             out[key] = value
-        return out
+        return out if self._coerce is None else self._coerce(out)
 
 
 def _signature(fn: Callable[..., Any]) -> tuple[list[_Param], str | None]:
@@ -156,6 +171,15 @@ def _signature(fn: Callable[..., Any]) -> tuple[list[_Param], str | None]:
             )
         )
     return params, context
+
+
+def _schema_coercion(model: type[BaseModel]) -> Callable[[Any], dict[str, Any]] | None:
+    """The schema-derived ``prepare`` for ``model``; ``None`` when it has no JSON schema."""
+    try:
+        return schema_prepare(model.model_json_schema())
+    except Exception:  # a type pydantic validates but cannot describe: validation alone judges
+        log.warning("no JSON schema for %s; its arguments are not coerced", model.__name__)
+        return None
 
 
 def _qualname(fn: Callable[..., Any]) -> str:
@@ -235,6 +259,6 @@ def function_tool(
         description=(description or summary or f"Calls {_qualname(fn)}.").strip(),
         params=model,
         execute=execute,
-        prepare=_Preparer(params),
+        prepare=_Preparer(params, _schema_coercion(model)),
         max_retries=max_retries,
     )
