@@ -247,7 +247,9 @@ class McpServerConfig(_Strict):
 
     Exactly one of ``command`` (stdio: ``args``, ``env``, ``cwd``) or ``url`` (Streamable HTTP,
     with ``headers``). ``timeout`` bounds the start and each call, in seconds; ``include`` /
-    ``exclude`` are globs over the server's own tool names.
+    ``exclude`` are globs over the server's own tool names. ``per_session``: ``kernos mcp`` starts
+    one copy per client session instead of one shared by every session (a server that keeps
+    per-client state).
     """
 
     command: str | None = None
@@ -259,6 +261,7 @@ class McpServerConfig(_Strict):
     timeout: float = Field(default=60.0, gt=0)
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
+    per_session: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
