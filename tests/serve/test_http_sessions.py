@@ -243,25 +243,25 @@ def test_a_made_up_session_id_is_the_sdks_404_and_opens_no_kernos_session(
 # -- closing, limits ------------------------------------------------------------------------------
 
 
-async def test_delete_closes_the_session_and_stops_its_per_session_mcp_server(
+def test_delete_closes_the_session_and_stops_its_per_session_mcp_server(
     project: Path, server: FakeOpenAIServer
 ) -> None:
     with (project / "kernos.toml").open("a") as config:
         config.write(mcp_servers(project, per_session=True))
     with serve(project, server) as served:
-        http = httpx2.AsyncClient()
-        transport = streamable_http_client(served.url, http_client=http)
-        async with http, Client(transport, mode="legacy") as c:
-            names = {t.name for t in (await c.list_tools()).tools}
-            assert {"x__lookup", "y__lookup"} <= names
-            assert len(served.servers(PER_SESSION)) == 1
-            assert len(served.servers(SHARED)) == 1
-        # leaving the client sent DELETE: the session's own server exits, the shared one stays
-        await asyncio.to_thread(
-            wait_for, lambda: served.servers(PER_SESSION) == [], "the per-session server to exit"
-        )
+        sid = open_session(served.url)
+        listed = sse_result(list_tools(served.url, sid))["result"]["tools"]
+        names = {tool["name"] for tool in listed}
+        assert {"x__lookup", "y__lookup"} <= names
+        assert len(served.servers(PER_SESSION)) == 1
+        assert len(served.servers(SHARED)) == 1
+        gone = httpx2.delete(served.url, headers=session_headers(sid), timeout=30)
+        assert gone.status_code == 200
+        # the session's own server exits, the shared one stays
+        wait_for(lambda: served.servers(PER_SESSION) == [], "the per-session server to exit")
         assert len(served.servers(SHARED)) == 1
         assert ": closing session " in served.log()
+        assert list_tools(served.url, sid).status_code == 404
 
 
 def test_an_idle_session_is_closed_after_session_idle(
