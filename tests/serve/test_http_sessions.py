@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -262,6 +263,26 @@ def test_delete_closes_the_session_and_stops_its_per_session_mcp_server(
         assert len(served.servers(SHARED)) == 1
         assert ": closing session " in served.log()
         assert list_tools(served.url, sid).status_code == 404
+
+
+def test_delete_cancels_the_sessions_unfinished_children(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    release = threading.Event()
+    server.script(text("never", when=agent_is("EXPLORE-AGENT"), hold=release))
+    try:
+        with serve(project, server) as served:
+            sid = open_session(served.url)
+            args = {"prompt": "Work long.", "subagent_type": "explore", "run_in_background": True}
+            call = {**LIST, "method": "tools/call", "params": {"name": "task", "arguments": args}}
+            started = httpx2.post(served.url, json=call, headers=session_headers(sid), timeout=60)
+            assert "Started task" in json.dumps(sse_result(started))
+            (task_id,) = wait_for(lambda: statuses(project), "the child to be recorded")
+            wait_for(lambda: statuses(project)[task_id] == "running", "the child to run")
+            httpx2.delete(served.url, headers=session_headers(sid), timeout=30)
+            wait_for(lambda: statuses(project)[task_id] == "cancelled", "the child to be cancelled")
+    finally:
+        release.set()
 
 
 def test_an_idle_session_is_closed_after_session_idle(
