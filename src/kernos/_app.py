@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from kernos.runtime import (
+    Config,
     ConfigError,
     Runtime,
     Session,
@@ -75,6 +76,39 @@ TOOLSETS: tuple[ToolsetFactory, ...] = (
     _catalog_toolset,
     _mcp_toolset,
 )
+
+
+class SharedMcpServers:
+    """The ``[mcp.NAME]`` servers one process shares between its sessions (``kernos mcp``): every
+    server whose table does not say ``per_session = true``. Each starts once, on the first
+    session that lists its tools, and stops on :meth:`aclose`, not when a session ends; a
+    ``per_session`` server is still started and stopped by each session.
+    """
+
+    def __init__(self, config: Config) -> None:
+        from kernos.tools import McpToolset
+
+        self.toolsets: dict[str, McpToolset] = {
+            name: McpToolset(name, server, config_file=config.path)
+            for name, server in config.mcp.items()
+            if not server.per_session
+        }
+
+    def factories(self) -> tuple[ToolsetFactory, ...]:
+        """:data:`TOOLSETS`, with each session's MCP toolset drawing on the shared servers."""
+
+        def mcp(runtime: Runtime, wait: bool) -> Toolset | None:
+            if not runtime.config.mcp:
+                return None
+            from kernos.tools import McpAgentToolset
+
+            return McpAgentToolset(runtime.config, shared=self.toolsets)
+
+        return tuple(mcp if make is _mcp_toolset else make for make in TOOLSETS)
+
+    async def aclose(self) -> None:
+        """Stop every shared server; never raises."""
+        await asyncio.gather(*(toolset.stop() for toolset in self.toolsets.values()))
 
 
 def _shielded_exit(toolset: Toolset) -> Callable[..., Awaitable[bool | None]]:

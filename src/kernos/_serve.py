@@ -1,10 +1,34 @@
-"""``kernos mcp``: kernos's tools served to other agent hosts over MCP (issue 10).
+"""``kernos mcp``: kernos's tools served to other agent hosts over MCP.
 
 The host (Claude Code, Cursor, OpenCode, Codex) is the model here. Each MCP connection gets one
 kernos :class:`~kernos.runtime.Session` of the agent, opened by :func:`agent_session` with every
 tool ``kernos run`` would give it, plus ``compress``. The session is never prompted: it is the
 parent of the connection's task children and holds their completion notices until the host's next
-tool call.
+tool call. Its task tools see only its own children (``task_output`` of another session's task
+is ``unknown_task``), so which kernos session a request lands in is what keeps clients apart:
+
+- **stdio**: one connection, one session.
+- **HTTP, session era** (the 2025-11-25 handshake): one kernos session per *SDK* session. The
+  SDK's :class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager` mints the
+  ``Mcp-Session-Id`` at ``initialize`` and answers 404 to any id it did not mint, so a request
+  reaches a handler only on a session the SDK verified; kernos keys on the SDK connection's id,
+  never on the raw header. The kernos session opens on the session's first request and closes
+  (children cancelled, per-session MCP servers stopped) when the SDK ends the session: an HTTP
+  ``DELETE``, ``--session-idle`` without a request, or the server's exit. ``--max-sessions`` is the
+  SDK's limit: past it a new session gets HTTP 503 and nothing is opened.
+- **HTTP, 2026-07-28** (no sessions in the protocol): a request carries nothing that tells clients
+  apart except its credentials, and kernos has one bearer token (``--token-env``), so every client
+  holding it is one principal. Such requests share **one** stateless kernos session, whatever
+  ``Mcp-Session-Id`` header they send: a made-up or copied header creates nothing and attaches to
+  nothing. A fresh session per request would be no safer and would be useless: a background child
+  would be cancelled when its request ended, and ``task_output`` could never read it. Clients
+  that must not see each other's tasks use the session era (or a server each).
+
+Session ids are secrets of their clients: logs show :func:`session_tag`, never the id.
+
+The ``[mcp.NAME]`` servers are the process's (:class:`kernos._app.SharedMcpServers`): started
+once, shared by every session, stopped when the server exits; a server whose table says
+``per_session = true`` is started and stopped by each session.
 
 Built on the SDK's low-level :class:`mcp.server.lowlevel.Server`, whose ``tools/call`` handler gets
 the arguments as sent, so every call goes through :func:`kernos.boundary.call_tool` raw (padding
@@ -17,9 +41,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import hmac
 import ipaddress
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -28,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernos._app import TOOLSETS, SharedMcpServers, ToolsetFactory
 from kernos._app import agent_session as _agent_session
 from kernos.boundary import (
     ToolContext,
@@ -50,6 +77,7 @@ from kernos.runtime import (
 
 if TYPE_CHECKING:
     import mcp_types
+    from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -59,30 +87,48 @@ log = logging.getLogger("kernos.serve")
 #: ``--foreground-wait`` when not given: hosts cut a call at about 60 s.
 DEFAULT_FOREGROUND_WAIT = 50.0
 
+#: ``--session-idle`` when not given: an HTTP session without a request this long is closed
+DEFAULT_SESSION_IDLE = 30 * 60.0
+
+#: ``--max-sessions`` when not given: HTTP sessions open at once (past it: HTTP 503)
+DEFAULT_MAX_SESSIONS = 64
+
 #: the hosts ``--http`` accepts without a token (anything else needs ``--token-env``)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 _STDIO = "stdio"
 _STATELESS = "http"  # 2026-07-28 HTTP requests carry no session: they share one kernos session
+_SESSION = "session:"  # + the SDK's id of an HTTP session it verified
+
+
+def session_tag(session_id: str) -> str:
+    """What logs show for an MCP session id: 8 hex characters of its SHA-256 (not reversible)."""
+    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _shown(key: str) -> str:
+    return f"http session {session_tag(key[len(_SESSION) :])}" if key.startswith(_SESSION) else key
 
 
 # -- the seam: one agent session with all its tools -------------------------------------------
 
 
 @asynccontextmanager
-async def agent_session(runtime: Runtime, agent: str) -> AsyncIterator[Session]:
+async def agent_session(
+    runtime: Runtime, agent: str, *, toolsets: tuple[ToolsetFactory, ...] = TOOLSETS
+) -> AsyncIterator[Session]:
     """A session of ``agent`` with every tool ``kernos run`` gives it (task, output, configured
     and MCP tools); on exit its unfinished children are cancelled (recorded ``cancelled``, not
     ``lost``) and every attachment is closed, shielded from a cancellation meanwhile.
 
     The one place ``kernos mcp`` composes tools: :func:`kernos._app.agent_session`, as
-    ``kernos run`` does.
+    ``kernos run`` does (``toolsets``: the factories, e.g. drawing on shared MCP servers).
     """
-    async with _agent_session(runtime, agent, wait=False) as (session, toolsets):
+    async with _agent_session(runtime, agent, wait=False, toolsets=toolsets) as (session, opened):
         try:
             yield session
         finally:
-            await shielded(cancel_toolsets(toolsets, "the MCP server stopped"))
+            await shielded(cancel_toolsets(opened, "its MCP session ended"))
 
 
 # -- compress ----------------------------------------------------------------------------------
@@ -181,7 +227,8 @@ class KernosMcpServer:
         foreground_wait: seconds a foreground ``task`` waits before answering "still running".
         progress_interval: seconds between progress notifications while a call runs (only when
             the request carried a progress token).
-        open_session: the seam (default :func:`agent_session`).
+        open_session: the seam (default: :func:`agent_session` with the process's shared MCP
+            servers).
     """
 
     def __init__(
@@ -191,9 +238,8 @@ class KernosMcpServer:
         *,
         foreground_wait: float = DEFAULT_FOREGROUND_WAIT,
         progress_interval: float | None = None,
-        open_session: Callable[
-            [Runtime, str], contextlib.AbstractAsyncContextManager[Session]
-        ] = agent_session,
+        open_session: Callable[[Runtime, str], contextlib.AbstractAsyncContextManager[Session]]
+        | None = None,
     ) -> None:
         from kernos import __version__
 
@@ -201,7 +247,8 @@ class KernosMcpServer:
         self.agent = agent
         self.foreground_wait = foreground_wait
         self.progress_interval = progress_interval or min(5.0, max(0.5, foreground_wait / 10))
-        self._open_session = open_session
+        self.mcp_servers = SharedMcpServers(runtime.config)
+        self._open_session = open_session or self._agent_session
         self._compress = compress_tool(runtime)
         self._hosted: dict[str, _Hosted] = {}
         self._opening: dict[str, asyncio.Future[_Hosted]] = {}
@@ -224,8 +271,19 @@ class KernosMcpServer:
         )
 
     # -- sessions --------------------------------------------------------------------------
-    async def session_for(self, key: str) -> Session:
-        """The kernos session of connection ``key``, opened on first use."""
+    def _agent_session(
+        self, runtime: Runtime, agent: str
+    ) -> contextlib.AbstractAsyncContextManager[Session]:
+        return agent_session(runtime, agent, toolsets=self.mcp_servers.factories())
+
+    @property
+    def open_sessions(self) -> int:
+        """How many kernos sessions are open (one per connection that made a request)."""
+        return len(self._hosted)
+
+    async def session_for(self, key: str, connection: Connection | None = None) -> Session:
+        """The kernos session of connection ``key``, opened on first use; when ``connection``
+        (the SDK's) is given, the session closes when the SDK closes that connection."""
         hosted = self._hosted.get(key)
         if hosted is not None:
             return hosted.session
@@ -233,10 +291,12 @@ class KernosMcpServer:
         if opening is None:
             opening = self._opening[key] = asyncio.get_running_loop().create_future()
             host = asyncio.get_running_loop().create_task(
-                self._host(key, opening), name=f"kernos-mcp-{key}"
+                self._host(key, opening), name=f"kernos-mcp-{_shown(key)}"
             )
             self._hosts.add(host)
             host.add_done_callback(self._hosts.discard)
+            if connection is not None:
+                connection.exit_stack.push_async_callback(self.close_session, key)
         try:
             return (await asyncio.shield(opening)).session
         finally:
@@ -251,8 +311,9 @@ class KernosMcpServer:
             async with self._open_session(self.runtime, self.agent) as session:
                 hosted = self._hosted[key] = _Hosted(session, stop, task)
                 ready.set_result(hosted)
-                log.info("mcp connection %s: session %s", key, session.session_id)
+                log.info("mcp %s: opened session %s", _shown(key), session.session_id)
                 await stop.wait()
+                log.info("mcp %s: closing session %s", _shown(key), session.session_id)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
@@ -261,20 +322,38 @@ class KernosMcpServer:
         finally:
             self._hosted.pop(key, None)
 
+    async def close_session(self, key: str) -> None:
+        """Close connection ``key``'s session (its unfinished children are cancelled, its
+        per-session MCP servers stopped); waits for that, unless the wait is cancelled (the
+        closing goes on). Nothing happens when it has none."""
+        opening = self._opening.get(key)
+        if opening is not None:
+            await asyncio.wait({opening})
+        hosted = self._hosted.get(key)
+        if hosted is None:
+            return
+        hosted.stop.set()
+        await asyncio.wait({hosted.task})
+
     async def aclose(self) -> None:
-        """Close every connection's session: unfinished children are cancelled, not lost."""
+        """Close every connection's session (unfinished children are cancelled, not lost), then
+        stop the shared MCP servers."""
         hosted = list(self._hosted.values())
         for item in hosted:
             item.stop.set()
         for item in hosted:
             await shielded(asyncio.gather(item.task, return_exceptions=True))
+        await shielded(self.mcp_servers.aclose())
 
-    def _key(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        request = ctx.request
-        headers = getattr(request, "headers", None)
-        if headers is None:
-            return _STDIO
-        return str(headers.get("mcp-session-id") or _STATELESS)
+    def _key(self, ctx: ServerRequestContext[Any, Any]) -> tuple[str, Connection | None]:
+        """Which kernos session a request belongs to: stdio's, an SDK-verified HTTP session's
+        (with its connection, to close with it), or the shared stateless one. Never a header."""
+        connection = _connection(ctx)
+        if connection.session_id is not None:  # minted and checked by the SDK's session manager
+            return _SESSION + connection.session_id, connection
+        if getattr(ctx.request, "headers", None) is None:
+            return _STDIO, None
+        return _STATELESS, None
 
     # -- handlers --------------------------------------------------------------------------
     def tools(self, session: Session) -> list[ToolSpec[Any]]:
@@ -289,7 +368,7 @@ class KernosMcpServer:
     ) -> mcp_types.ListToolsResult:
         import mcp_types
 
-        session = await self.session_for(self._key(ctx))
+        session = await self.session_for(*self._key(ctx))
         return mcp_types.ListToolsResult(
             tools=[
                 mcp_types.Tool(name=s.name, description=s.description, input_schema=s.schema())
@@ -302,7 +381,7 @@ class KernosMcpServer:
     ) -> mcp_types.CallToolResult:
         import mcp_types
 
-        session = await self.session_for(self._key(ctx))
+        session = await self.session_for(*self._key(ctx))
         raw = ctx.params.get("arguments") if isinstance(ctx.params, Mapping) else None
         result = await self.call(session, params.name, raw, ctx)
         return mcp_types.CallToolResult(
@@ -377,9 +456,19 @@ class KernosMcpServer:
         finally:
             await self.aclose()
 
-    def http_app(self, host: str, port: int, token: str | None) -> ASGIApp:
-        """The Streamable HTTP app at ``/mcp``: DNS-rebinding protection on, and a bearer token
-        checked on every request when ``token`` is set."""
+    def http_app(
+        self,
+        host: str,
+        port: int,
+        token: str | None,
+        *,
+        session_idle: float | None = DEFAULT_SESSION_IDLE,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+    ) -> ASGIApp:
+        """The Streamable HTTP app at ``/mcp``: DNS-rebinding protection on, a bearer token
+        checked on every request when ``token`` is set, sessions closed after ``session_idle``
+        seconds without a request (``None``: never) and at most ``max_sessions`` open (HTTP 503
+        past it)."""
         from mcp.server.transport_security import TransportSecuritySettings
 
         hosts = {host, *(LOOPBACK_NAMES if is_loopback(host) else ())}
@@ -390,17 +479,30 @@ class KernosMcpServer:
             allowed_origins=[f"http://{h}:{port}" for h in shown]
             + [f"http://{h}:*" for h in shown],
         )
+        _hide_session_ids()
         app = self.server.streamable_http_app(
-            streamable_http_path="/mcp", transport_security=security, host=host
+            streamable_http_path="/mcp",
+            transport_security=security,
+            host=host,
+            session_idle_timeout=session_idle,
+            max_sessions=max_sessions,
         )
         return BearerToken(app, token) if token else app
 
-    async def serve_http(self, host: str, port: int, token: str | None) -> None:
-        """Serve Streamable HTTP until cancelled."""
+    async def serve_http(
+        self,
+        host: str,
+        port: int,
+        token: str | None,
+        *,
+        session_idle: float | None = DEFAULT_SESSION_IDLE,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+    ) -> None:
+        """Serve Streamable HTTP until cancelled (see :meth:`http_app`)."""
         import uvicorn
 
         config = uvicorn.Config(
-            self.http_app(host, port, token),
+            self.http_app(host, port, token, session_idle=session_idle, max_sessions=max_sessions),
             host=host,
             port=port,
             log_level="warning",
@@ -420,6 +522,42 @@ class KernosMcpServer:
             raise
         finally:
             await self.aclose()
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The SDK's per-client :class:`~mcp.server.connection.Connection` of a request: its
+    ``session_id`` (set by the session manager, ``None`` on stdio and 2026-07-28 HTTP) and its
+    ``exit_stack`` (unwound when the SDK closes the session). mcp 2.3 hands low-level handlers a
+    ``ServerRequestContext`` that does not expose it (``mcp/server/context.py``: ``Context`` with
+    ``.connection`` is "not currently constructed"); its ``ServerSession`` holds it. The one
+    place kernos reads an SDK private."""
+    return ctx.session._connection
+
+
+#: SDK ids (``uuid4().hex``), and whatever follows "session ID:" in the SDK's own log lines
+_SESSION_IDS = re.compile(r"\b[0-9a-fA-F]{32}\b|(?<=session ID: )\S+", re.IGNORECASE)
+
+
+def hide_session_ids(text: str) -> str:
+    """``text`` with every MCP session id replaced by its :func:`session_tag`."""
+    return _SESSION_IDS.sub(lambda m: f"<session {session_tag(m.group())}>", text)
+
+
+class _HideSessionIds(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        hidden = hide_session_ids(message)
+        if hidden != message:
+            record.msg, record.args = hidden, None
+        return True
+
+
+def _hide_session_ids() -> None:
+    """The SDK's HTTP transport logs session ids (a warning reaches stderr): tag them instead."""
+    for name in ("mcp.server.streamable_http_manager", "mcp.server.streamable_http"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _HideSessionIds) for f in logger.filters):
+            logger.addFilter(_HideSessionIds())
 
 
 def _has_token(ctx: ServerRequestContext[Any, Any] | None) -> bool:

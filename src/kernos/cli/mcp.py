@@ -36,15 +36,38 @@ def register(app: typer.Typer) -> None:
                 help="Seconds a foreground task call waits before answering 'still running'.",
             ),
         ] = 50.0,
+        session_idle: Annotated[
+            str,
+            typer.Option(
+                "--session-idle",
+                help="With --http: close a client's session (cancelling its children) after this "
+                "long without a request, e.g. 90s, 30m, 1h (0: never).",
+            ),
+        ] = "30m",
+        max_sessions: Annotated[
+            int,
+            typer.Option(
+                "--max-sessions",
+                help="With --http: sessions open at once; past it a new client gets HTTP 503.",
+            ),
+        ] = 64,
         model: ModelOption = None,
     ) -> None:
         """Serve AGENT's tools (tasks, output channels, configured and MCP tools, compress) over
         MCP: stdio by default, Streamable HTTP with --http."""
         from kernos._app import Interrupted, run_until_signal
         from kernos._serve import KernosMcpServer, is_loopback, parse_http
+        from kernos.runtime import parse_duration
+        from kernos.runtime._budget import DURATION_FIX
 
         if foreground_wait <= 0:
             raise fail("--foreground-wait must be a positive number of seconds")
+        try:
+            idle = parse_duration(session_idle) or None
+        except ValueError as exc:
+            raise fail(f"--session-idle: {exc}; {DURATION_FIX}") from None
+        if max_sessions < 1:
+            raise fail(f"--max-sessions {max_sessions}: give a whole number of 1 or more")
         address = None
         token = None
         if http is not None:
@@ -74,7 +97,9 @@ def register(app: typer.Typer) -> None:
                     work = server.serve_stdio()
                 else:
                     err.print(f"kernos mcp: http://{http}/mcp (agent {agent})", markup=False)
-                    work = server.serve_http(address[0], address[1], token)
+                    work = server.serve_http(
+                        address[0], address[1], token, session_idle=idle, max_sessions=max_sessions
+                    )
                 import asyncio
 
                 asyncio.run(run_until_signal(work))

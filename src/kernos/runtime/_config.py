@@ -259,6 +259,9 @@ class McpServerConfig(_Strict):
     ``exclude`` are globs over the server's own tool names. ``max_result_bytes`` caps the text
     of one result (UTF-8 bytes; the rest is cut with a marker before the model or the store sees
     it).
+    ``exclude`` are globs over the server's own tool names. ``per_session``: ``kernos mcp`` starts
+    one copy per client session instead of one shared by every session (a server that keeps
+    per-client state).
     """
 
     command: str | None = None
@@ -271,6 +274,7 @@ class McpServerConfig(_Strict):
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
     max_result_bytes: int = Field(default=1_048_576, ge=1024)
+    per_session: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

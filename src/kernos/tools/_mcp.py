@@ -29,7 +29,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, Any
@@ -493,15 +493,19 @@ def _reason(exc: BaseException) -> str:
 class McpServers:
     """Every ``[mcp.NAME]`` server of a config, as one toolset (name ``mcp``).
 
-    Servers start together on the first :meth:`tools` and stop together on exit.
+    Servers start together on the first :meth:`tools` and stop together on exit; a server found
+    in ``shared`` (by name) is used as it is and left running on exit: its owner stops it.
     """
 
     name = "mcp"
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, shared: Mapping[str, McpToolset] | None = None) -> None:
+        shared = shared or {}
         self.toolsets = [
-            McpToolset(name, server, config_file=config.path) for name, server in config.mcp.items()
+            shared.get(name) or McpToolset(name, server, config_file=config.path)
+            for name, server in config.mcp.items()
         ]
+        self._owned = [t for t in self.toolsets if t.server not in shared]
 
     async def __aenter__(self) -> McpServers:
         return self
@@ -532,7 +536,7 @@ class McpServers:
         await asyncio.Event().wait()
 
     async def aclose(self, *, wait: bool = True) -> None:
-        await asyncio.gather(*(toolset.stop() for toolset in self.toolsets))
+        await asyncio.gather(*(toolset.stop() for toolset in self._owned))
 
 
 class McpAgentToolset(McpServers):
@@ -542,8 +546,8 @@ class McpAgentToolset(McpServers):
         ConfigError: a selected ``server__tool`` name or glob matches none of the servers' tools.
     """
 
-    def __init__(self, config: Config) -> None:
-        super().__init__(config)
+    def __init__(self, config: Config, *, shared: Mapping[str, McpToolset] | None = None) -> None:
+        super().__init__(config, shared=shared)
         self.config = config
 
     async def tools(self, session: Any = None) -> list[ToolSpec[Any]]:
