@@ -8,6 +8,7 @@ File work runs in a thread so a large tree never stalls the session's event loop
 from __future__ import annotations
 
 import asyncio
+import bisect
 import codecs
 import contextlib
 import contextvars
@@ -426,6 +427,76 @@ def list_files(
     return "\n".join([*shown, *notes])
 
 
+#: constructs whose match on one line need not be a match at the same place in the whole file:
+#: lookarounds see past the line, and \A \Z \z \G anchor to the string, not the line (a named
+#: group ``(?<name>`` is caught by ``(?<`` too: only the shortcut is lost)
+_NOT_LINE_LOCAL = ("(?=", "(?!", "(?<", "\\A", "\\Z", "\\z", "\\G")
+#: line breaks ``str.splitlines`` knows besides ``\n``: a file holding one is searched line by line
+_OTHER_BREAKS = re.compile("[\\r\\x0b\\x0c\\x1c-\\x1e\\x85\\u2028\\u2029]")
+
+
+def _whole_text(pattern: str, ignore_case: bool) -> Any | None:
+    """The pattern compiled to run over a whole file (``^``/``$`` at each line), or None when a
+    match on a line might not be one in the whole file (:data:`_NOT_LINE_LOCAL`).
+
+    Where it exists, a line that matches on its own also has a match starting at the same place in
+    the whole file, so the whole-file search may skip every line before its next match, and a
+    whole-file match that ends inside its line is a match of that line alone: about one bounded
+    call per matching line instead of one per line (``regex``'s timeout makes every call and
+    every step dearer; ``bench/workspace.py`` measures it)."""
+    if any(marker in pattern for marker in _NOT_LINE_LOCAL):
+        return None
+    flags = regex.MULTILINE | (regex.IGNORECASE if ignore_case else 0)
+    return compile_pattern(pattern, flags)
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
+
+
+def _matching_lines(
+    pattern: Any, whole: Any | None, text: str, deadline: float
+) -> tuple[list[tuple[int, str]], int]:
+    """The (number, line) pairs of ``text`` whose line the pattern matches, each line searched
+    alone up to :data:`SEARCH_LINE_CHARS`, and how many lines were longer than that.
+
+    Raises:
+        TimeoutError: past ``deadline``.
+    """
+    lines = text.splitlines()
+    long_lines = sum(1 for line in lines if len(line) > SEARCH_LINE_CHARS)
+    found: list[tuple[int, str]] = []
+    if whole is None or long_lines or _OTHER_BREAKS.search(text):
+        for number, line in enumerate(lines, start=1):
+            hit = pattern.search(
+                line, 0, SEARCH_LINE_CHARS, timeout=_left(deadline), concurrent=True
+            )
+            if hit:
+                found.append((number, line))
+        return found, long_lines
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    position = 0
+    while position < len(text):
+        candidate = whole.search(text, position, timeout=_left(deadline), concurrent=True)
+        if candidate is None:
+            break
+        index = bisect.bisect_right(starts, candidate.start()) - 1
+        if index >= len(lines):
+            break
+        line = lines[index]
+        if candidate.end() <= starts[index] + len(line) or pattern.search(
+            line, 0, SEARCH_LINE_CHARS, timeout=_left(deadline), concurrent=True
+        ):  # a match inside the line is one on the line alone; one past its end is checked
+            found.append((index + 1, line))
+        position = starts[index + 1]
+    return found, long_lines
+
+
 def _too_slow(args: SearchFilesArgs) -> ToolError:
     return ToolError(
         "pattern_too_slow",
@@ -444,6 +515,7 @@ def search_files(
     (``regex`` releases the GIL meanwhile), and running out is the coded ``pattern_too_slow``."""
     deadline = time.monotonic() + SEARCH_SECONDS
     pattern = _regex(args.pattern, args.ignore_case)
+    whole = _whole_text(args.pattern, args.ignore_case)
     wanted = _matcher(args.glob, "glob", names_anywhere=True) if args.glob else None
     base = _directory(workspace, args.path)
     walk = _files(workspace, base, stop)
@@ -460,21 +532,16 @@ def search_files(
         except (ToolError, OSError):
             skipped += 1
             continue
-        for number, line in enumerate(text.splitlines(), start=1):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _too_slow(args)
-            if len(line) > SEARCH_LINE_CHARS:
-                cut += 1
-            try:
-                found = pattern.search(line, 0, SEARCH_LINE_CHARS, timeout=left, concurrent=True)
-            except TimeoutError:
-                raise _too_slow(args) from None
-            if found:
-                if len(lines) < SEARCH_MAX:
-                    lines.append(f"{shown}:{number}: {_cut(line.strip(), MATCH_CHARS)}")
-                else:
-                    more += 1
+        try:
+            found_lines, long_lines = _matching_lines(pattern, whole, text, deadline)
+        except TimeoutError:
+            raise _too_slow(args) from None
+        cut += long_lines
+        for number, line in found_lines:
+            if len(lines) < SEARCH_MAX:
+                lines.append(f"{shown}:{number}: {_cut(line.strip(), MATCH_CHARS)}")
+            else:
+                more += 1
     notes: list[str] = []
     if more:
         notes.append(f"[{more} more matches not shown; narrow the pattern or the glob]")
