@@ -137,6 +137,7 @@ class Runtime:
             store=self.store if record_turns else None,
             on_event=on_event,
             retries=self.config.retries,
+            repeat_limit=self.config.tasks.repeat_limit,
             workspace=self.workspace,
             stream=stream,
         )
