@@ -15,6 +15,7 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior
 
 from kernos.boundary import ToolContext, ToolSpec
 from kernos.runtime import Config, Session, SessionEvent, resolve_model
+from kernos.runtime._foreign import from_source
 from kernos.runtime._repeats import RepeatGuard, repeat_due
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 
@@ -189,3 +190,23 @@ def test_the_guard_counts_identical_calls_in_a_row() -> None:
     assert guard.see("u", "k", False) == 2
     assert [repeat_due(3, n) for n in (1, 2, 3, 4)] == [False, False, True, True]
     assert not repeat_due(0, 10)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_note_on_a_foreign_tools_result_stays_outside_its_delimiters(
+    server: FakeOpenAIServer, engine: str
+) -> None:
+    foreign = from_source(NOTE, "mcp:notes")
+    same = {"text": "a"}
+    server.script(
+        tool_call("write_note", same),
+        *[tool_call("write_note", same, when="x1")] * 2,
+        text("done", when="x1"),
+    )
+    session = Session(
+        resolve_model("openai-chat:test", Config()), "Be brief.", [foreign], engine=engine
+    )
+    assert asyncio.run(session.prompt("go")) == "done"
+    third = server.tool_results()[2]
+    assert third.startswith("[repeated_call] You called `write_note` with these same arguments 3")
+    assert '\n\n<tool-result source="mcp:notes"' in third

@@ -78,13 +78,13 @@ def repeated_error_text(text: str, name: str, times: int) -> str:
     )
 
 
-def repeated_call_text(text: str, name: str, times: int) -> str:
-    """A successful result, prefixed with the coded ``repeated_call`` note."""
-    note = (
+def repeated_call_note(name: str, times: int) -> str:
+    """The coded ``repeated_call`` note put before a successful result sent again (outside the
+    delimiters of a tool kernos did not write: the note is kernos's own text)."""
+    return (
         f"[repeated_call] You called `{name}` with these same arguments {times} times in a row "
         "and already have this result: use it, change the arguments, or answer."
     )
-    return f"{note}\n\n{text}"
 
 
 def repeat_due(limit: int, times: int) -> bool:

@@ -40,7 +40,7 @@ from kernos.runtime._repeats import (
     RepeatGuard,
     call_key,
     repeat_due,
-    repeated_call_text,
+    repeated_call_note,
     repeated_error_text,
     truncated_call_result,
 )
@@ -184,34 +184,40 @@ class KernosToolset(AbstractToolset[Any]):
             )
             if cut_off is not None and result.stage in ("json", "schema"):
                 result = truncated_call_result(name, cut_off or None)
-            result = self._repeated(spec, args, result)
+            result, note = self._repeated(spec, args, result)
             traced.set(is_error=result.is_error, code=result.code, stage=result.stage)
         if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too
             result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret
-        self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
-        result = delimited(result)  # a tool kernos did not write: its text is data
+        shown = _noted(result, note)
+        self._session.emit("tool_result", name=name, result=shown, call_id=tool_call_id)
+        result = _noted(delimited(result), note)  # a tool kernos did not write: its text is data
         self._on_result(tool_call_id or "", result)
         return result
 
-    def _repeated(self, spec: ToolSpec[Any], args: Any, result: ToolResult) -> ToolResult:
-        """``result``, with the repetition named when the same call came again in a row."""
+    def _repeated(
+        self, spec: ToolSpec[Any], args: Any, result: ToolResult
+    ) -> tuple[ToolResult, str]:
+        """``result`` (an invalid call's error naming its repetition) and the ``repeated_call``
+        note to put before a successful result sent again in a row (``""``: none)."""
         invalid = result.stage in ("json", "schema")
         if result.is_error and not invalid:
             self._repeats.see(spec.name, "", False)  # a semantic error breaks the run
-            return result
+            return result, ""
         key = args if isinstance(args, str) else _prepared(spec, args)
         times = self._repeats.see(spec.name, call_key(key), not invalid)
         if invalid:
             if times < INVALID_REPEAT or result.code == "truncated_call":
-                return result
+                return result, ""
             text = repeated_error_text(result.text, spec.name, times)
-        else:
-            limit = getattr(self._session, "repeat_limit", REPEAT_LIMIT)
-            if not repeat_due(limit, times):
-                return result
-            text = repeated_call_text(result.text, spec.name, times)
-        return dataclasses.replace(result, text=text, details={**result.details, "repeated": times})
+            return dataclasses.replace(
+                result, text=text, details={**result.details, "repeated": times}
+            ), ""
+        limit = getattr(self._session, "repeat_limit", REPEAT_LIMIT)
+        if not repeat_due(limit, times):
+            return result, ""
+        details = {**result.details, "repeated": times}
+        return dataclasses.replace(result, details=details), repeated_call_note(spec.name, times)
 
     def unknown(self, name: str, raw: Any, tool_call_id: str | None) -> ToolResult:
         """Answer a call of a tool the session does not have, shown like any other call."""
@@ -220,6 +226,10 @@ class KernosToolset(AbstractToolset[Any]):
         self._on_result(tool_call_id or "", result)
         self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
         return result
+
+
+def _noted(result: ToolResult, note: str) -> ToolResult:
+    return dataclasses.replace(result, text=f"{note}\n\n{result.text}") if note else result
 
 
 def _prepared(spec: ToolSpec[Any], args: Any) -> Any:
