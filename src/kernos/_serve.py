@@ -26,6 +26,11 @@ is ``unknown_task``), so which kernos session a request lands in is what keeps c
 
 Session ids are secrets of their clients: logs show :func:`session_tag`, never the id.
 
+The server starts without a usable model (no model named, no API key in its environment: hosts
+hide a server's stderr, so a server that exits says nothing): every tool is listed, and a call of
+a tool that needs the model (:data:`MODEL_TOOLS`) answers the coded ``config_error`` saying what to
+set in the host's MCP config ``env`` (:func:`model_config_error`).
+
 The ``[mcp.NAME]`` servers are the process's (:class:`kernos._app.SharedMcpServers`): started
 once, shared by every session, stopped when the server exits; a server whose table says
 ``per_session = true`` is started and stopped by each session.
@@ -66,6 +71,7 @@ from kernos.boundary import (
     non_blank_text,
 )
 from kernos.runtime import (
+    ConfigError,
     Runtime,
     Session,
     WorkspacePolicy,
@@ -124,11 +130,45 @@ async def agent_session(
     The one place ``kernos mcp`` composes tools: :func:`kernos._app.agent_session`, as
     ``kernos run`` does (``toolsets``: the factories, e.g. drawing on shared MCP servers).
     """
-    async with _agent_session(runtime, agent, wait=False, toolsets=toolsets) as (session, opened):
+    async with _agent_session(
+        runtime, agent, wait=False, toolsets=toolsets, without_model=True
+    ) as (session, opened):
         try:
             yield session
         finally:
             await shielded(cancel_toolsets(opened, "its MCP session ended"))
+
+
+# -- a server without a usable model ----------------------------------------------------------
+
+#: the served tools that need a model, and whose model: the agent's (``None``) or ``compress``'s
+MODEL_TOOLS: dict[str, str | None] = {"task": None, "task_send": None, "compress": "compress"}
+
+
+def model_config_error(tool: str, error: ConfigError) -> ToolResult:
+    """The coded ``config_error`` a tool that needs the model answers when there is none."""
+    if error.key == "default_model":
+        what = "no model is configured"
+        fix = (
+            'add "KERNOS_MODEL": "<provider:model>" (and the provider\'s key, e.g. '
+            '"OPENAI_API_KEY") to the `env` of the kernos server in your MCP host\'s config, or '
+            "set default_model in kernos.toml"
+        )
+    else:
+        what = error.problem
+        fix = f'add "{error.key}" to the `env` of the kernos server in your MCP host\'s config'
+        if error.file != "(config)":
+            fix += f" (or fix {error.key} in {error.file})"
+    return ToolResult.from_error(
+        ToolError(
+            "config_error",
+            f"`{tool}` needs a model and this kernos server has none it can use: {what}. To fix "
+            f"it, {fix}, then restart the server. The other tools work without it.",
+            {"key": error.key},
+        ),
+        stage="semantic",
+        tool=tool,
+    )
 
 
 # -- compress ----------------------------------------------------------------------------------
@@ -400,7 +440,10 @@ class KernosMcpServer:
         from kernos.tasks import FOREGROUND_WAIT
 
         spec = {s.name: s for s in self.tools(session)}.get(name)
-        if spec is None:
+        unusable = self.model_error(name) if spec is not None else None
+        if unusable is not None:
+            result = model_config_error(name, unusable)
+        elif spec is None:
             result = ToolResult(
                 f"There is no tool `{name}` on this kernos server; list the tools and call "
                 "one of them.",
@@ -422,6 +465,17 @@ class KernosMcpServer:
         if notices:
             result = dataclasses.replace(result, text=f"{result.text}\n\n{notices}")
         return scrub_result(result)
+
+    def model_error(self, tool: str) -> ConfigError | None:
+        """Why tool ``tool`` cannot have its model (None: it can, or needs none)."""
+        if tool not in MODEL_TOOLS:
+            return None
+        agent = MODEL_TOOLS[tool] or self.agent
+        try:
+            self.runtime.model(self.runtime.model_name(agent))
+        except ConfigError as exc:
+            return exc
+        return None
 
     async def _with_progress(
         self, work: Awaitable[ToolResult], ctx: ServerRequestContext[Any, Any] | None

@@ -198,3 +198,33 @@ def test_arguments_nested_10000_deep_are_answered_not_crashed(
     assert "The arguments for tool `task` nest lists or objects more than 100 levels deep" in (
         answered
     )
+
+
+def test_the_same_read_repeated_gets_a_repeated_call_note_shown_on_stderr(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("alpha\n")
+    (tmp_path / "kernos.toml").write_text("[tasks]\nrepeat_limit = 2\n")
+    read = tool_call("read_file", {"path": "notes.txt"}, when="alpha")
+    server.script(tool_call("read_file", {"path": "notes.txt"}), read, text("ok", when="2 times"))
+    result = kernos("run", "read it", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert (result.returncode, result.stdout) == (0, "ok\n"), result.stderr
+    first, second = server.tool_results()
+    assert "[repeated_call]" not in first
+    assert second.startswith(
+        "[repeated_call] You called `read_file` with these same arguments 2 times in a row"
+    )
+    assert "✓ [repeated_call] You called `read_file` with these same arguments 2" in result.stderr
+
+
+def test_a_call_cut_off_at_the_output_limit_through_kernos_run(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    server.script(
+        tool_call("read_file", '{"path": "no', finish_reason="length"),
+        text("I will split it.", when="was cut off"),
+    )
+    result = kernos("run", "go", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert (result.returncode, result.stdout) == (0, "I will split it.\n"), result.stderr
+    assert "✗ truncated_call Your call of `read_file` was cut off" in result.stderr
+    assert "not valid JSON" not in server.tool_results()[0]

@@ -23,9 +23,11 @@ def run(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_no_model_is_exit_2_with_the_how_to_line(tmp_path: Path) -> None:
+def test_no_model_still_starts_with_the_how_to_line_on_stderr(tmp_path: Path) -> None:
+    # hosts hide a server's stderr: the server starts, and task/compress answer the error
+    # (tests/serve/test_no_model.py)
     result = run(cwd=tmp_path)
-    assert result.returncode == 2
+    assert result.returncode == 0, result.stderr
     assert "no model configured: pass --model, set KERNOS_MODEL" in result.stderr
     assert result.stdout == ""  # stdout is the protocol's: nothing else is ever written there
 

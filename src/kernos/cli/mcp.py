@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         MCP: stdio by default, Streamable HTTP with --http."""
         from kernos._app import Interrupted, run_until_signal
         from kernos._serve import KernosMcpServer, is_loopback, parse_http
-        from kernos.runtime import parse_duration
+        from kernos.runtime import ConfigError, parse_duration
         from kernos.runtime._budget import DURATION_FIX
 
         if foreground_wait <= 0:
@@ -91,7 +91,14 @@ def register(app: typer.Typer) -> None:
         try:
             with config_errors():
                 runtime.config.agent(agent)
-                runtime.model(runtime.model_name(agent))
+                try:  # hosts hide stderr: the tools that need the model answer the error too
+                    runtime.model(runtime.model_name(agent))
+                except ConfigError as exc:
+                    err.print(
+                        f"kernos mcp: {exc} (task and compress answer this until it is set in "
+                        "the server's env)",
+                        markup=False,
+                    )
                 server = KernosMcpServer(runtime, agent, foreground_wait=foreground_wait)
                 if address is None:
                     work = server.serve_stdio()

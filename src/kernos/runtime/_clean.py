@@ -27,6 +27,7 @@ from pydantic_ai.settings import ModelSettings
 
 from kernos.boundary import clean_json_text, clean_text, clean_value
 from kernos.runtime._chat import inner_layer
+from kernos.runtime._toolset import CUT_OFF
 
 
 def clean_part(part: ModelResponsePart) -> ModelResponsePart:
@@ -69,7 +70,20 @@ class CleanTextModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         response = await self.wrapped.request(messages, model_settings, model_request_parameters)
-        return clean_response(response)
+        return clean_response(cut_off_calls(response))
+
+
+def cut_off_calls(response: ModelResponse) -> ModelResponse:
+    """A response the provider cut off at its output limit in a tool call, handed to the tools:
+    its calls reach :class:`kernos.runtime._toolset.KernosToolset`, which answers unusable
+    arguments with ``truncated_call`` (pydantic-ai would end the run with ``IncompleteToolCall``).
+    The cut is kept in ``provider_details``."""
+    if response.finish_reason != "length" or not any(
+        isinstance(part, BaseToolCallPart) for part in response.parts
+    ):
+        return response
+    details = {**(response.provider_details or {}), CUT_OFF: True}
+    return dataclasses.replace(response, finish_reason="tool_call", provider_details=details)
 
 
 def clean_model(model: Model) -> Model:

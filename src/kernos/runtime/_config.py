@@ -141,6 +141,9 @@ class TasksConfig(_Budgeted):
     #: children one run may start (its root session and every descendant; each ``task_send``
     #: revival counts too); past it ``task`` answers ``too_many_children``; ``0``: no limit
     max_children: int = Field(default=64, ge=0)
+    #: the identical successful tool call in a row (same tool, same arguments) whose result
+    #: starts with a coded ``repeated_call`` note (the model already has it); ``0``: off
+    repeat_limit: int = Field(default=3, ge=0)
     #: which engine runs children: ``local`` (in this process), ``dbos`` (DBOS queues, shared by
     #: every process on the same store), ``auto`` (``dbos`` on Postgres, else ``local``)
     engine: Literal["auto", "local", "dbos"] = "auto"

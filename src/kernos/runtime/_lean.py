@@ -494,11 +494,12 @@ class LeanLoop:
                 continue
             limit = tool_calls_allowed(session.budget)
             run = reply.calls if limit is None else reply.calls[:limit]
+            cut = (reply.output_tokens or 0) if reply.finish_reason == "length" else None
             if len(run) == 1:
-                answers = [await self._call(*run[0], retries)]
+                answers = [await self._call(*run[0], retries, cut)]
             else:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(self._call(*c, retries)) for c in run]
+                    tasks = [group.create_task(self._call(*c, retries, cut)) for c in run]
                 answers = [task.result() for task in tasks]
             answers += [self._refuse(call_id, name) for call_id, name, _ in reply.calls[len(run) :]]
             for (call_id, name, _), (content, retried) in zip(reply.calls, answers, strict=True):
@@ -520,14 +521,14 @@ class LeanLoop:
         self.session.emit_delta(text)
 
     async def _call(
-        self, call_id: str, name: str, args: str, retries: dict[str, int]
+        self, call_id: str, name: str, args: str, retries: dict[str, int], cut: int | None = None
     ) -> tuple[str, bool]:
         session = self.session
         spec = session.tools.get(name)
         if spec is None:
             self._spend(name, _OUTPUT_RETRIES, retries)
             return dumps({"error": self._toolset.unknown(name, args, call_id).text}), True
-        result = await self._toolset.invoke(name, args, call_id)
+        result = await self._toolset.invoke(name, args, call_id, cut_off=cut)
         if result.stage in ("json", "schema"):
             self._spend(name, self._toolset._retries(spec), retries)
             return dumps({"error": result.text}), True

@@ -116,6 +116,7 @@ class Runtime:
         on_event: Callable[[SessionEvent], None] | None = None,
         record_turns: bool = True,
         stream: bool = False,
+        without_model: bool = False,
     ) -> Session:
         """A new session for ``agent`` (its instructions and model unless overridden); one that
         records its turns is noted in the store's ``sessions`` table. ``stream``: its text
@@ -123,13 +124,24 @@ class Runtime:
 
         ``session_id`` of an earlier session continues that id: assign the restored history
         (:func:`kernos.runtime.load_history`) before the first prompt.
+
+        ``without_model``: a model that cannot be built (no model named, no API key) does not stop
+        the session, whose requests then raise that :class:`ConfigError` (``kernos mcp``: the host
+        is the agent, only some tools need a model).
         """
         from kernos.runtime._session import Session
 
         definition = self.config.agent(agent)
-        model_name = self.model_name(agent, model)
+        try:
+            model_name = self.model_name(agent, model)
+            built = self.model(model_name)
+        except ConfigError as exc:
+            if not without_model:
+                raise
+            model_name = model or "(no model)"
+            built = unusable_model(model_name, exc)
         session = Session(
-            self.model(model_name),
+            built,
             definition.instructions if instructions is None else instructions,
             tools,
             agent=agent,
@@ -137,6 +149,7 @@ class Runtime:
             store=self.store if record_turns else None,
             on_event=on_event,
             retries=self.config.retries,
+            repeat_limit=self.config.tasks.repeat_limit,
             workspace=self.workspace,
             stream=stream,
         )
@@ -144,3 +157,29 @@ class Runtime:
             record_session(self.store, session.session_id, agent, model_name)
         session.set_budget(self.config.agent_budget(agent))  # its timeout caps `kernos run`
         return session
+
+
+def unusable_model(name: str, error: ConfigError) -> Model:
+    """A model that could not be built, standing in for it: every request raises ``error``."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models import Model, ModelRequestParameters
+    from pydantic_ai.settings import ModelSettings
+
+    class UnusableModel(Model):
+        @property
+        def model_name(self) -> str:
+            return name
+
+        @property
+        def system(self) -> str:
+            return "kernos"
+
+        async def request(
+            self,
+            messages: list[ModelMessage],
+            model_settings: ModelSettings | None,
+            model_request_parameters: ModelRequestParameters,
+        ) -> ModelResponse:
+            raise error
+
+    return UnusableModel()

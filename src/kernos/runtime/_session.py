@@ -29,9 +29,10 @@ from pydantic_ai.models.function import FunctionModel
 from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._chat import inner_layer
-from kernos.runtime._clean import clean_model, clean_response
+from kernos.runtime._clean import clean_model, clean_response, cut_off_calls
 from kernos.runtime._foreign import has_foreign_tools, tool_results_note
 from kernos.runtime._lean import LeanLoop, lean_model_for, usage_responses
+from kernos.runtime._repeats import REPEAT_LIMIT
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
@@ -77,6 +78,8 @@ class Session:
             model alias's ``engine``, else lean for OpenAI-compatible Chat Completions models
             and cassettes, pydantic-ai for the rest).
         stream: ask for streamed answers and emit each piece of text as a ``delta`` event.
+        repeat_limit: the identical successful call in a row whose result starts with a coded
+            ``repeated_call`` note (``[tasks] repeat_limit``; ``0``: never).
 
     Raises:
         ConfigError: ``engine`` or ``KERNOS_ENGINE`` names no engine.
@@ -96,8 +99,10 @@ class Session:
         workspace: Any = None,
         engine: str | None = None,
         stream: bool = False,
+        repeat_limit: int = REPEAT_LIMIT,
     ) -> None:
         self.model = model
+        self.repeat_limit = repeat_limit
         self.stream = stream
         self.retries = retries
         self.workspace = workspace
@@ -349,7 +354,10 @@ class Session:
                         if isinstance(node, CallToolsNode):  # before its tools run
                             # a streamed answer bypasses CleanTextModel.request: clean it here
                             response = node.model_response
-                            response.parts = clean_response(response).parts
+                            cut = cut_off_calls(response)  # a call cut off: for the tools
+                            response.parts = clean_response(cut).parts
+                            response.finish_reason = cut.finish_reason
+                            response.provider_details = cut.provider_details
                         self._history = run.all_messages()
                         continue
                 ran, node = node, await run.next(node)

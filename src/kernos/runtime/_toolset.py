@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.messages import ModelResponse
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
@@ -33,6 +34,16 @@ from kernos.boundary import (
 )
 from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._foreign import delimited
+from kernos.runtime._repeats import (
+    INVALID_REPEAT,
+    REPEAT_LIMIT,
+    RepeatGuard,
+    call_key,
+    repeat_due,
+    repeated_call_note,
+    repeated_error_text,
+    truncated_call_result,
+)
 from kernos.runtime._secrets import scrub_result
 from kernos.runtime._trace import span
 
@@ -40,6 +51,9 @@ if TYPE_CHECKING:
     from kernos.runtime._session import Session
 
 _RAW = "__kernos_raw_arguments__"
+#: set in a response's ``provider_details`` by :class:`kernos.runtime._clean.CleanTextModel` when
+#: the provider cut it off at its output limit (``finish_reason`` ``length``) in a tool call
+CUT_OFF = "kernos_cut_off"
 
 
 class _RawArguments:
@@ -89,6 +103,8 @@ class KernosToolset(AbstractToolset[Any]):
         #: the model answer whose calls are being counted (its run and step) and how many came
         self._turn: tuple[str | None, int] | None = None
         self._turn_calls = 0
+        #: identical calls in a row (:mod:`kernos.runtime._repeats`)
+        self._repeats = RepeatGuard()
 
     @property
     def id(self) -> str | None:
@@ -127,14 +143,20 @@ class KernosToolset(AbstractToolset[Any]):
             self._turn_calls += 1
             if self._turn_calls > limit:
                 return too_many_tool_calls_text(limit)
-        result = await self.invoke(name, raw, ctx.tool_call_id)
+        result = await self.invoke(name, raw, ctx.tool_call_id, cut_off=_cut_off(ctx))
         if result.stage in ("json", "schema"):
             raise ModelRetry(result.text)
         return result.text
 
-    async def invoke(self, name: str, raw: Any, tool_call_id: str | None) -> ToolResult:
+    async def invoke(
+        self, name: str, raw: Any, tool_call_id: str | None, *, cut_off: int | None = None
+    ) -> ToolResult:
         """Run one call of tool ``name`` through the boundary (the lean engine calls this too):
-        the events, the cleaned and scrubbed result, ``on_result``."""
+        the events, the cleaned and scrubbed result, ``on_result``.
+
+        ``cut_off``: the call came in an answer the provider cut off at its output limit (the
+        output tokens it had, ``0`` when unknown); unusable arguments are then ``truncated_call``.
+        """
         spec: ToolSpec[Any] | None = self._session.tools.get(name)
         if spec is None:
             return self.unknown(name, raw, tool_call_id)
@@ -160,14 +182,42 @@ class KernosToolset(AbstractToolset[Any]):
                     store=self._session.store,
                 ),
             )
+            if cut_off is not None and result.stage in ("json", "schema"):
+                result = truncated_call_result(name, cut_off or None)
+            result, note = self._repeated(spec, args, result)
             traced.set(is_error=result.is_error, code=result.code, stage=result.stage)
         if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too
             result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret
-        self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
-        result = delimited(result)  # a tool kernos did not write: its text is data
+        shown = _noted(result, note)
+        self._session.emit("tool_result", name=name, result=shown, call_id=tool_call_id)
+        result = _noted(delimited(result), note)  # a tool kernos did not write: its text is data
         self._on_result(tool_call_id or "", result)
         return result
+
+    def _repeated(
+        self, spec: ToolSpec[Any], args: Any, result: ToolResult
+    ) -> tuple[ToolResult, str]:
+        """``result`` (an invalid call's error naming its repetition) and the ``repeated_call``
+        note to put before a successful result sent again in a row (``""``: none)."""
+        invalid = result.stage in ("json", "schema")
+        if result.is_error and not invalid:
+            self._repeats.see(spec.name, "", False)  # a semantic error breaks the run
+            return result, ""
+        key = args if isinstance(args, str) else _prepared(spec, args)
+        times = self._repeats.see(spec.name, call_key(key), not invalid)
+        if invalid:
+            if times < INVALID_REPEAT or result.code == "truncated_call":
+                return result, ""
+            text = repeated_error_text(result.text, spec.name, times)
+            return dataclasses.replace(
+                result, text=text, details={**result.details, "repeated": times}
+            ), ""
+        limit = getattr(self._session, "repeat_limit", REPEAT_LIMIT)
+        if not repeat_due(limit, times):
+            return result, ""
+        details = {**result.details, "repeated": times}
+        return dataclasses.replace(result, details=details), repeated_call_note(spec.name, times)
 
     def unknown(self, name: str, raw: Any, tool_call_id: str | None) -> ToolResult:
         """Answer a call of a tool the session does not have, shown like any other call."""
@@ -176,3 +226,25 @@ class KernosToolset(AbstractToolset[Any]):
         self._on_result(tool_call_id or "", result)
         self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
         return result
+
+
+def _noted(result: ToolResult, note: str) -> ToolResult:
+    return dataclasses.replace(result, text=f"{note}\n\n{result.text}") if note else result
+
+
+def _prepared(spec: ToolSpec[Any], args: Any) -> Any:
+    """The arguments after the tool's ``prepare`` (what a repetition is compared by)."""
+    try:
+        return spec.prepare(args)
+    except Exception:  # call_tool answered it already (prepare_failed)
+        return args
+
+
+def _cut_off(ctx: RunContext[Any]) -> int | None:
+    """The output tokens of the answer this call came in when the provider cut it off, else None."""
+    for message in reversed(ctx.messages):
+        if isinstance(message, ModelResponse):
+            if not (message.provider_details or {}).get(CUT_OFF):
+                return None
+            return message.usage.output_tokens or 0
+    return None

@@ -43,6 +43,8 @@ class Reply:
         retry_after: for an error, the ``Retry-After`` seconds to send; a 5xx that has one is
             worth retrying (without, a 5xx says ``x-should-retry: false``: a script gap will not
             heal on retry).
+        finish_reason: the ``finish_reason`` sent instead of the usual one (``"length"``: the
+            answer was cut off at the output token limit).
 
     Raises:
         ValueError: the reply has neither content nor tool calls.
@@ -56,6 +58,7 @@ class Reply:
     hold: threading.Event | None = None
     status: int = 200
     retry_after: int | None = None
+    finish_reason: str | None = None
 
     def __post_init__(self) -> None:
         if self.content is None and not self.calls:
@@ -139,6 +142,7 @@ def tool_call(
     when_system: bool = False,
     repeat: bool = False,
     hold: threading.Event | None = None,
+    finish_reason: str | None = None,
 ) -> Reply:
     """An assistant message with one tool call.
 
@@ -146,6 +150,8 @@ def tool_call(
         name: the tool the model calls.
         args: a mapping (JSON-encoded) or a raw string sent verbatim — malformed JSON included, so
             the caller's retry path can be tested. ``None`` sends ``{}``.
+        finish_reason: sent instead of ``"tool_calls"``: ``"length"`` says the provider cut the
+            answer off at its output token limit (send the arguments cut too, as text).
     """
     return tool_calls(
         (name, {} if args is None else args),
@@ -153,6 +159,7 @@ def tool_call(
         when_system=when_system,
         repeat=repeat,
         hold=hold,
+        finish_reason=finish_reason,
     )
 
 
@@ -162,6 +169,7 @@ def tool_calls(
     when_system: bool = False,
     repeat: bool = False,
     hold: threading.Event | None = None,
+    finish_reason: str | None = None,
 ) -> Reply:
     """An assistant message with several tool calls at once (a parallel batch).
 
@@ -171,7 +179,14 @@ def tool_calls(
     if not calls:
         raise ValueError("tool_calls() needs at least one (name, args) pair")
     encoded = tuple((name, _encode_args(args)) for name, args in calls)
-    return Reply(calls=encoded, when=when, when_system=when_system, repeat=repeat, hold=hold)
+    return Reply(
+        calls=encoded,
+        when=when,
+        when_system=when_system,
+        repeat=repeat,
+        hold=hold,
+        finish_reason=finish_reason,
+    )
 
 
 def latest_message(request: Mapping[str, Any]) -> str:

@@ -57,6 +57,8 @@ def usage(reply: Reply, request: Mapping[str, Any]) -> dict[str, int]:
 
 
 def finish_reason(reply: Reply) -> str:
+    if reply.finish_reason:
+        return reply.finish_reason
     return "tool_calls" if reply.calls else "stop"
 
 
