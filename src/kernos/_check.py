@@ -171,6 +171,9 @@ async def check_config(path: Path | str | None = None, *, cwd: Path | None = Non
     _check_channels(config, report)
     _check_tools(config, report)
     await _check_mcp(config, report)
+    # each file's problems together: the config's first, then each other file as first named
+    files = [str(config.path), *(p.file for p in report.problems)]
+    report.problems.sort(key=lambda p: files.index(p.file))
     return report
 
 
