@@ -251,7 +251,8 @@ def test_ten_planted_mistakes_are_all_reported_in_one_pass(tmp_path: Path) -> No
         "channels.chat.kind: unknown channel kind 'fil'",
         "tools.b.function: cannot import module 'kernos_check_no_such_module'",
         "tools.c.function: module 'os' has no attribute 'no_such_function'",
-        "agents.main.tools: 'ghost__*' matches no tool",
+        "agents.main.tools: 'ghost__*' matches no tool; no [mcp.ghost] server is configured "
+        "(MCP servers: none)",
         "agents.main.allowed_outputs: channel 'nowhere' is not configured",
         f"{reviewer}: agents.reviewer.model: 'sonnet' is a Claude Code model name",
         f"{reviewer}: agents.reviewer.tools: 'Read', 'Grep', 'Bash' match no tool; "

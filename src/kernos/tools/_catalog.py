@@ -273,6 +273,18 @@ class ToolCatalog:
             known = ", ".join(self.entries) or "(none)"
             shown = ", ".join(repr(u) for u in unknown)
             hint = claude_code_hint(unknown)
+            no_server = sorted({u.partition("__")[0] for u in unknown if "__" in u.strip("_")})
+            if no_server:
+                configured = ", ".join(servers or {}) or "none"
+                hint = (
+                    "; ".join(
+                        [
+                            *([hint] if hint else []),
+                            *(f"no [mcp.{s}] server is configured" for s in no_server),
+                        ]
+                    )
+                    + f" (MCP servers: {configured})"
+                )
             problems.append(
                 ConfigError(
                     agent.source or self.config.path,
