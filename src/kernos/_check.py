@@ -4,8 +4,8 @@ The config file and agent files, each model alias and model string (built, not c
 workspace policy, every channel, every tool source and each agent's ``tools``, each agent's
 ``allowed_outputs``, and every ``[mcp.NAME]`` server (started, its tools listed, stopped). Each
 problem is a :class:`kernos.runtime.ConfigError` (file, key, problem, fix); the check goes on
-after one, so a single pass shows them all — except when the config itself cannot be read, since
-nothing else can be checked then.
+after one, so a single pass shows them all: a bad value is dropped and what remains is checked
+further (:func:`kernos.runtime.load_config_problems`, :func:`kernos.tools.check_catalog`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from kernos.runtime import Config, ConfigError, load_config
+from kernos.runtime import Config, ConfigError, load_config_problems
 
 
 @dataclass
@@ -25,43 +25,56 @@ class CheckReport:
     problems: list[ConfigError] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)
     config_path: Path | None = None
+    #: keys whose value named an unset ``${ENV}`` (see ``Config.unset_keys``), once reported
+    unset: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def add(self, problem: ConfigError) -> None:
+        """Add ``problem`` and its ``others``, once each; a problem of a key in ``unset`` (its
+        value named an unset ``${ENV}``, already reported) is left out."""
         for each in (problem, *problem.others):
+            if each.key in self.unset:
+                continue
             if all(str(each) != str(seen) for seen in self.problems):
                 self.problems.append(each)
 
 
-def _model_references(config: Config) -> dict[str, str]:
-    """Every model name the config uses → the first key that uses it."""
-    refs: dict[str, str] = {}
+def _model_references(config: Config, report: CheckReport) -> dict[str, tuple[str | None, str]]:
+    """Every model name the config uses → where it is first named (file, key); an agent's
+    Claude Code model name (``sonnet``) is reported instead of resolved."""
+    from kernos.runtime import agent_model_problem
+
+    file = str(config.path) if config.path else None
+    refs: dict[str, tuple[str | None, str]] = {}
     if config.default_model and config.default_model.strip():
-        refs.setdefault(config.default_model.strip(), "default_model")
+        refs.setdefault(config.default_model.strip(), (file, "default_model"))
     for name in config.models:
-        refs.setdefault(name, f"models.{name}")
+        refs.setdefault(name, (file, f"models.{name}"))
     for name, agent in config.agents.items():
-        if agent.model and agent.model.strip():
-            refs.setdefault(agent.model.strip(), f"agents.{name}.model")
+        problem = agent_model_problem(config, name)
+        if problem is not None:
+            report.add(problem)
+        elif agent.model and agent.model.strip():
+            refs.setdefault(agent.model.strip(), (agent.source or file, f"agents.{name}.model"))
     for name, category in config.categories.items():
         if category.model and category.model.strip():
-            refs.setdefault(category.model.strip(), f"categories.{name}.model")
+            refs.setdefault(category.model.strip(), (file, f"categories.{name}.model"))
     return refs
 
 
 def _check_models(config: Config, report: CheckReport) -> None:
     from kernos.runtime import resolve_model
 
-    refs = _model_references(config)
-    for name, key in refs.items():
+    refs = _model_references(config, report)
+    for name, (file, key) in refs.items():
         try:
             resolve_model(name, config)
         except ConfigError as exc:
             if not exc.key.startswith("models."):  # say where the model is named
-                exc = ConfigError(config.path or exc.file, key, exc.problem, exc.fix)
+                exc = ConfigError(file or exc.file, key, exc.problem, exc.fix)
             report.add(exc)
     report.checked["models"] = len(refs)
 
@@ -98,13 +111,15 @@ def _check_channels(config: Config, report: CheckReport) -> None:
 
 
 def _check_tools(config: Config, report: CheckReport) -> None:
-    from kernos.tools import load_catalog
+    from kernos.tools import check_catalog
 
     try:
-        catalog = load_catalog(config)
+        catalog, problems = check_catalog(config)
     except ConfigError as exc:
         report.add(exc)
         return
+    for problem in problems:
+        report.add(problem)
     report.checked["tools"] = len(catalog.entries)
 
 
@@ -143,20 +158,22 @@ async def check_config(path: Path | str | None = None, *, cwd: Path | None = Non
         cwd: the working directory (default: the process's).
     """
     report = CheckReport()
-    try:
-        config = load_config(path, cwd=cwd)
-    except ConfigError as exc:
-        report.add(exc)
-        return report
+    config, problems = load_config_problems(path, cwd=cwd)
+    for problem in problems:
+        report.add(problem)
     report.config_path = config.path
     report.checked["agents"] = len(config.agents)
     report.checked["categories"] = len(config.categories)
     for problem in config.alias_problems.values():  # unset ${ENV} in a [models.NAME]
         report.add(problem)
+    report.unset = config.unset_keys
     _check_models(config, report)
     _check_channels(config, report)
     _check_tools(config, report)
     await _check_mcp(config, report)
+    # each file's problems together: the config's first, then each other file as first named
+    files = [str(config.path), *(p.file for p in report.problems)]
+    report.problems.sort(key=lambda p: files.index(p.file))
     return report
 
 

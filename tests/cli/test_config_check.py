@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kernos.testing import FakeOpenAIServer, text
 from tests.conftest import KERNOS
 from tests.mcp.conftest import recorder_config
 
@@ -204,3 +205,92 @@ def test_mcp_selection_that_matches_nothing(tmp_path: Path) -> None:
     assert "agents.main.tools: rec__no_such_tool matches none of the MCP servers' tools" in (
         done.stdout
     )
+
+
+#: ten mistakes of different kinds in one project: a run of ``config check`` lists every one
+TEN_MISTAKES = """
+default_modle = "openai-chat:x"
+
+[tasks]
+max_turn = 3
+
+[channels.log]
+kind = "file"
+path = "${CHECK_UNSET}"
+
+[channels.chat]
+kind = "fil"
+
+[tools.b]
+function = "kernos_check_no_such_module:f"
+
+[tools.c]
+function = "os:no_such_function"
+
+[agents.main]
+tools = ["read_file", "ghost__*", "b", "c"]
+allowed_outputs = ["nowhere"]
+timeout = "soon"
+"""
+
+
+def test_ten_planted_mistakes_are_all_reported_in_one_pass(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(TEN_MISTAKES, encoding="utf-8")
+    agents = tmp_path / ".kernos" / "agents"
+    agents.mkdir(parents=True)
+    reviewer = agents / "reviewer.md"
+    reviewer.write_text("---\nname: reviewer\ntools: Read, Grep, Bash\nmodel: sonnet\n---\nLook.\n")
+    done = kernos("config", "check", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stdout.splitlines()
+    expected = [
+        "channels.log.path: environment variable CHECK_UNSET is not set",
+        "default_modle: unknown key; did you mean 'default_model'?",
+        "tasks.max_turn: unknown key; did you mean 'max_turns'?",
+        "agents.main.timeout: 'soon' is not a duration",
+        "channels.chat.kind: unknown channel kind 'fil'",
+        "tools.b.function: cannot import module 'kernos_check_no_such_module'",
+        "tools.c.function: module 'os' has no attribute 'no_such_function'",
+        "agents.main.tools: 'ghost__*' matches no tool; no [mcp.ghost] server is configured "
+        "(MCP servers: none)",
+        "agents.main.allowed_outputs: channel 'nowhere' is not configured",
+        f"{reviewer}: agents.reviewer.model: 'sonnet' is a Claude Code model name",
+        f"{reviewer}: agents.reviewer.tools: 'Read', 'Grep', 'Bash' match no tool; "
+        "Read, Grep, Bash are Claude Code tool names",
+    ]
+    for line in expected:
+        assert sum(line in shown for shown in lines) == 1, (line, lines)
+    assert len(lines) == len(expected), lines  # nothing follows from the unset variable
+    assert [line.startswith(str(reviewer)) for line in lines] == [False] * 9 + [True] * 2
+    assert done.stderr == f"{len(expected)} problems found\n"
+    document = json.loads(kernos("config", "check", "--json", cwd=tmp_path).stdout)
+    assert [p["text"] for p in document["problems"]] == lines
+    unset = document["problems"][lines.index(next(s for s in lines if "CHECK_UNSET" in s))]
+    assert {k: unset[k] for k in ("file", "key")} == {
+        "file": str(tmp_path / "kernos.toml"),
+        "key": "channels.log.path",
+    }
+    assert unset["fix"] == "export CHECK_UNSET=... or remove the ${CHECK_UNSET} reference"
+
+
+def test_other_commands_still_stop_at_the_first_problem(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(TEN_MISTAKES, encoding="utf-8")
+    done = kernos("tools", cwd=tmp_path)
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert "CHECK_UNSET is not set" in done.stderr
+
+
+def test_model_option_wins_over_an_agent_files_model(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    agents = tmp_path / ".kernos" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.md").write_text("---\nmodel: sonnet\n---\nLook.\n")
+    server.script(text("reviewed"))
+    done = kernos("run", "hi", "-a", "reviewer", "-m", "openai-chat:x", cwd=tmp_path,
+                  env=server.env())  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "reviewed\n"), done.stderr
+    without = kernos("run", "hi", "-a", "reviewer", cwd=tmp_path, env=server.env())
+    assert without.returncode == 2
+    assert "agents.reviewer.model: 'sonnet' is a Claude Code model name" in without.stderr

@@ -60,8 +60,15 @@ def test_unknown_key_names_file_key_and_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(cwd=tmp_path)
     assert str(info.value) == (
-        f"{path}: agents.main.instrutions: unknown key; remove it or check its spelling in the docs"
+        f"{path}: agents.main.instrutions: unknown key; did you mean 'instructions'? (or remove it)"
     )
+    write(tmp_path / "kernos.toml", 'default_modle = "x"\n[tasks]\nzzz = 1\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path)
+    assert sorted(str(p) for p in (info.value, *info.value.others)) == [
+        f"{path}: default_modle: unknown key; did you mean 'default_model'? (or remove it)",
+        f"{path}: tasks.zzz: unknown key; remove it or check its spelling in the docs",
+    ]
 
 
 def test_bad_value_and_bad_syntax(tmp_path: Path) -> None:

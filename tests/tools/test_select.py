@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from kernos.boundary import ToolSpec
-from kernos.runtime import ConfigError, load_config
+from kernos.runtime import ConfigError, Runtime, load_config
 from kernos.tools import (
     BUILTIN_NAMES,
     claude_code_hint,
@@ -224,9 +224,12 @@ def test_claude_code_model_names_get_a_clear_message(
     agent = write(
         project / ".kernos" / "agents" / "reviewer.md", f"---\nmodel: {model}\n---\nReview.\n"
     )
+    config = load_config(cwd=project)  # a problem only when the agent's own model is chosen
+    runtime = Runtime(config)
     with pytest.raises(ConfigError) as info:
-        load_config(cwd=project)
+        runtime.model_name("reviewer")
     assert str(info.value) == f"{agent}: agents.reviewer.model: {says}"
+    assert runtime.model_name("reviewer", "openai-chat:x") == "openai-chat:x"  # --model wins
     # an alias of that name is honoured
     write(project / "kernos.toml", f'[models.{model}]\nmodel = "openai-chat:x"\n')
     assert load_config(cwd=project).agents["reviewer"].model == model

@@ -44,6 +44,7 @@ COMMANDS = {
 
 install_log_scrubber()  # every log line, whichever logger, loses the secrets kernos knows
 _rich_help.install()  # typer's help panels without rich.markdown and rich.traceback
+_rich_help.plain_names()  # no <bool>/<str> type tags, PROMPT not {prompt}
 
 
 class _LazyCommands(MutableMapping[str, "_click.Command"]):

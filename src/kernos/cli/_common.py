@@ -60,7 +60,12 @@ def stderr_console() -> Console:
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="Path to kernos.toml (default: ./kernos.toml)."),
+    typer.Option(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="The config file (default: kernos.toml here or in the nearest parent with one).",
+    ),
 ]
 ModelOption = Annotated[
     str | None,

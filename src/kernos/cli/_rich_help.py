@@ -109,3 +109,30 @@ def install() -> None:
 def uninstall() -> None:
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+
+
+def _option_value(self: Any, ctx: Any) -> str | None:
+    """What an option takes, as git and uv write it: ``--model MODEL``; a flag takes nothing."""
+    if self.is_flag or self.count:
+        return None
+    name = self.metavar or (self.name or "value").upper()
+    return f"{name}..." if self.nargs != 1 or self.multiple else str(name)
+
+
+def _argument_usage(self: Any) -> str:
+    """An argument on the usage line: ``PROMPT``, ``[ID]``, ``PAYLOAD...``."""
+    name = str(self.metavar or (self.name or "arg").upper())
+    name = name if self.required else f"[{name}]"
+    return f"{name}..." if self.nargs != 1 else name
+
+
+def plain_names() -> None:
+    """Help without type tags: typer (0.29) shows one on every parameter (``<bool>``, ``<str>``,
+    ``<list[str]>``) and writes a required argument ``{prompt}``; kernos's help reads like git's:
+    an option that takes a value names it in capitals, a flag shows nothing, an argument is
+    ``PROMPT``. typer builds its parameters from these two classes and has no hook for this."""
+    from typer.core import TyperArgument, TyperOption
+
+    TyperOption.display_type_rich = _option_value  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+    TyperArgument._usage_display_name = _argument_usage  # type: ignore[method-assign]

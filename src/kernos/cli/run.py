@@ -208,7 +208,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         no_wait: Annotated[
             bool,
-            typer.Option("--no-wait", help="Exit at the first idle; unfinished children are lost."),
+            typer.Option(
+                "--no-wait", help="Exit at the first idle, without waiting for background children."
+            ),
         ] = False,
         quiet: Annotated[
             bool, typer.Option("--quiet", "-q", help="No activity on stderr.")

@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """One line per task: id, status, residency, epoch, target, name, label, age, and the
-        executor (``host:pid``) that runs or ran it."""
+        executor (host:pid) that runs or ran it."""
         if not 1 <= limit <= _MAX_LIMIT:
             raise fail(f"--limit must be between 1 and {_MAX_LIMIT}; got {limit}")
         with _store(config) as store:
@@ -220,7 +220,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
         as_json: JsonOption = False,
     ) -> None:
-        """The task's transcript (all of it, or the last N lines); ``--follow`` streams it."""
+        """The task's transcript (all of it, or the last N lines); --follow streams it."""
         if tail is not None and tail < 1:
             raise fail(f"--tail must be 1 or more; got {tail}")
         if follow and as_json:

@@ -75,7 +75,12 @@ def register(app: typer.Typer) -> None:
         config: ConfigOption = None,
         models: Annotated[
             str | None,
-            typer.Option("--models", help="Comma-separated models whose queues to execute."),
+            typer.Option(
+                "--models",
+                metavar="MODEL,MODEL",
+                help="Execute only these models' queues, e.g. openai-chat:qwen3,fast (model "
+                "strings or aliases; default: every model's).",
+            ),
         ] = None,
         grace: Annotated[
             str,

@@ -150,8 +150,13 @@ def substitute_env(text: str, value_of: Callable[[str], str]) -> str:
     return _ENV_REF.sub(one, text)
 
 
-def _expand_env(value: Any, file: Path | None, key: str) -> Any:
+def _expand_env(
+    value: Any, file: Path | None, key: str, missing: list[ConfigError] | None = None
+) -> Any:
     """``value`` with its ``${ENV}`` references expanded (``$${X}`` is the literal ``${X}``).
+
+    With ``missing``, an unset variable is appended there as its error and expands to ``""``, so
+    every unset reference is found in one pass (``kernos config check``).
 
     An expanded value is a secret the scrubber learns when it comes from a secret place: a
     field that holds a credential (:func:`secret_field`) or a variable named like one
@@ -166,21 +171,27 @@ def _expand_env(value: Any, file: Path | None, key: str) -> Any:
         def lookup(name: str) -> str:
             found = os.environ.get(name)
             if found is None:
-                raise ConfigError(
+                problem = ConfigError(
                     file,
                     key,
                     f"environment variable {name} is not set",
                     f"export {name}=... or remove the ${{{name}}} reference",
                 )
+                if missing is None:
+                    raise problem
+                missing.append(problem)
+                return ""
             if secret or secret_env_name(name):
                 register_secrets(found)
             return found
 
         return substitute_env(value, lookup)
     if isinstance(value, dict):
-        return {k: _expand_env(v, file, f"{key}.{k}" if key else k) for k, v in value.items()}
+        return {
+            k: _expand_env(v, file, f"{key}.{k}" if key else k, missing) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_expand_env(v, file, f"{key}[{i}]") for i, v in enumerate(value)]
+        return [_expand_env(v, file, f"{key}[{i}]", missing) for i, v in enumerate(value)]
     return value
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._config import Config, ConfigError, load_config
+from kernos.runtime._config import Config, ConfigError, agent_model_problem, load_config
 from kernos.runtime._sessions import record_session
 from kernos.runtime._store import Store
 from kernos.runtime._workspace import WorkspacePolicy
@@ -85,12 +85,13 @@ class Runtime:
         """Which model an agent runs on: explicit, ``--model``, the agent's, env, default."""
         from kernos.runtime._models import pick_model_name
 
+        chosen = explicit or self.model_override
         configured = self.config.agents.get(agent)
-        return pick_model_name(
-            explicit or self.model_override,
-            self.config,
-            configured.model if configured else None,
-        )
+        if not (chosen and chosen.strip()):  # the agent's own model counts only when chosen
+            problem = agent_model_problem(self.config, agent)
+            if problem is not None:
+                raise problem
+        return pick_model_name(chosen, self.config, configured.model if configured else None)
 
     def model(self, name: str) -> Model:
         """The model called ``name``; built once per runtime."""

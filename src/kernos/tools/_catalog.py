@@ -15,7 +15,7 @@ import dataclasses
 import importlib
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -161,34 +161,40 @@ def load_function(reference: str, *, key: str, file: Path | None) -> Any:
     return target
 
 
-def _function_specs(config: Config, cwd: Path) -> list[ToolSpec[Any]]:
+def _function_specs(config: Config, cwd: Path, problems: list[ConfigError]) -> list[ToolSpec[Any]]:
+    """The ``[tools.NAME]`` functions' tools; each one that fails is appended to ``problems``."""
     if not config.tools:
         return []
     _search_path(config, cwd)
     specs: list[ToolSpec[Any]] = []
     for name, table in config.tools.items():
-        key = f"tools.{name}.function"
-        if not _TOOL_NAME.match(name):
-            raise ConfigError(
-                config.path,
-                f"tools.{name}",
-                f"{name!r} is not a valid tool name",
-                "use 1-64 letters, digits, '_' or '-'",
-            )
-        target = load_function(table.function, key=key, file=config.path)
         try:
-            if isinstance(target, ToolSpec):
-                spec: ToolSpec[Any] = dataclasses.replace(
-                    target, name=name, description=table.description or target.description
-                )
-            else:
-                spec = function_tool(
-                    target, name=name, description=table.description, max_retries=config.retries
-                )
-        except TypeError as exc:
-            raise ConfigError(config.path, key, str(exc), "point it at a plain function") from None
-        specs.append(spec)
+            specs.append(_function_spec(config, name, table.function, table.description))
+        except ConfigError as exc:
+            problems.append(exc)
     return specs
+
+
+def _function_spec(
+    config: Config, name: str, function: str, description: str | None
+) -> ToolSpec[Any]:
+    key = f"tools.{name}.function"
+    if not _TOOL_NAME.match(name):
+        raise ConfigError(
+            config.path,
+            f"tools.{name}",
+            f"{name!r} is not a valid tool name",
+            "use 1-64 letters, digits, '_' or '-'",
+        )
+    target = load_function(function, key=key, file=config.path)
+    try:
+        if isinstance(target, ToolSpec):
+            return dataclasses.replace(
+                target, name=name, description=description or target.description
+            )
+        return function_tool(target, name=name, description=description, max_retries=config.retries)
+    except TypeError as exc:
+        raise ConfigError(config.path, key, str(exc), "point it at a plain function") from None
 
 
 class ToolCatalog:
@@ -197,16 +203,26 @@ class ToolCatalog:
     def __init__(self, config: Config, entries: Sequence[ToolEntry]) -> None:
         self.config = config
         self.entries: dict[str, ToolEntry] = {}
+        #: what could not be offered (a clash of names): skipped, for :meth:`problems`
+        self.rejected: list[ConfigError] = []
         for entry in entries:
-            _check_not_kernos_name(config, entry)
+            try:
+                _check_not_kernos_name(config, entry)
+            except ConfigError as exc:
+                self.rejected.append(exc)
+                continue
             taken = self.entries.get(entry.spec.name)
             if taken is not None:
-                raise ConfigError(
-                    config.path,
-                    f"tools.{entry.spec.name}",
-                    f"tool {entry.spec.name!r} is offered by {taken.source} and by {entry.source}",
-                    "rename one of them",
+                self.rejected.append(
+                    ConfigError(
+                        config.path,
+                        f"tools.{entry.spec.name}",
+                        f"tool {entry.spec.name!r} is offered by {taken.source} and by "
+                        f"{entry.source}",
+                        "rename one of them",
+                    )
                 )
+                continue
             self.entries[entry.spec.name] = entry
 
     @property
@@ -226,16 +242,28 @@ class ToolCatalog:
         """Every agent's ``tools`` names something that exists.
 
         Raises:
-            ConfigError: naming the agent, the unknown names and what exists.
+            ConfigError: the first of :meth:`problems`, the others in its ``others``.
         """
+        problems = self.problems()
+        if problems:
+            problems[0].others = problems[1:]
+            raise problems[0]
+
+    def problems(self, broken: Collection[str] = ()) -> list[ConfigError]:
+        """The tools that could not be offered, then each agent whose ``tools`` names something
+        that does not exist (naming the agent, the unknown names and what exists). ``broken``:
+        tools whose source failed (already a problem), not reported again as unknown."""
         servers = getattr(self.config, "mcp", None)
         later_mcp = mcp_later(list(servers) if isinstance(servers, dict) else None)
 
         def later(pattern: str) -> bool:
-            return later_mcp(pattern) or any(
-                matches(p, pattern) or matches(pattern, p) for p in OTHER_KERNOS_TOOLS
+            return (
+                later_mcp(pattern)
+                or any(matches(p, pattern) or matches(pattern, p) for p in OTHER_KERNOS_TOOLS)
+                or any(matches(pattern, b) for b in broken)
             )
 
+        problems = list(self.rejected)
         for name, agent in self.config.agents.items():
             if agent.tools is None:
                 continue
@@ -245,14 +273,29 @@ class ToolCatalog:
             known = ", ".join(self.entries) or "(none)"
             shown = ", ".join(repr(u) for u in unknown)
             hint = claude_code_hint(unknown)
-            raise ConfigError(
-                agent.source or self.config.path,
-                f"agents.{name}.tools",
-                f"{shown} {'matches' if len(unknown) == 1 else 'match'} no tool"
-                + (f"; {hint}" if hint else ""),
-                f"use names from the available tools: {known}"
-                + ("" if hint else "; add a [tools.NAME] function or an [mcp.NAME] server"),
+            no_server = sorted({u.partition("__")[0] for u in unknown if "__" in u.strip("_")})
+            if no_server:
+                configured = ", ".join(servers or {}) or "none"
+                hint = (
+                    "; ".join(
+                        [
+                            *([hint] if hint else []),
+                            *(f"no [mcp.{s}] server is configured" for s in no_server),
+                        ]
+                    )
+                    + f" (MCP servers: {configured})"
+                )
+            problems.append(
+                ConfigError(
+                    agent.source or self.config.path,
+                    f"agents.{name}.tools",
+                    f"{shown} {'matches' if len(unknown) == 1 else 'match'} no tool"
+                    + (f"; {hint}" if hint else ""),
+                    f"use names from the available tools: {known}"
+                    + ("" if hint else "; add a [tools.NAME] function or an [mcp.NAME] server"),
+                )
             )
+        return problems
 
 
 def _check_not_kernos_name(config: Config, entry: ToolEntry) -> None:
@@ -317,19 +360,47 @@ def load_catalog(
         ConfigError: a plugin that fails to load, a bad ``[tools.NAME]``, a name offered twice,
             an agent naming a tool that does not exist.
     """
+    catalog, problems = check_catalog(config, workspace=workspace, cwd=cwd, plugins=plugins)
+    if problems:
+        problems[0].others = problems[1:]
+        raise problems[0]
+    return catalog
+
+
+def check_catalog(
+    config: Config,
+    *,
+    workspace: WorkspacePaths | None = None,
+    cwd: Path | None = None,
+    plugins: Iterable[EntryPoint] | None = None,
+) -> tuple[ToolCatalog, list[ConfigError]]:
+    """:func:`load_catalog` without raising: the catalog of every tool that loaded, and every
+    problem (each plugin, each ``[tools.NAME]``, each agent's ``tools``) found in one pass.
+
+    Raises:
+        ConfigError: a ``[workspace]`` root is not an existing directory (no tool can load).
+    """
     cwd = cwd or Path.cwd()
     context = ToolPluginContext(config, workspace or default_workspace(config, cwd))
+    problems: list[ConfigError] = []
     entries: list[ToolEntry] = []
     eps = list(plugins) if plugins is not None else list(entry_points(group=TOOLS_GROUP))
     for ep in sorted(eps, key=lambda e: (_source_of(e) != "builtin", e.name)):
         source = _source_of(ep)
-        entries += [ToolEntry(_marked(spec, source), source) for spec in _plugin_specs(ep, context)]
-    entries += [
-        ToolEntry(_marked(spec, "function"), "function") for spec in _function_specs(config, cwd)
-    ]
+        try:
+            specs = _plugin_specs(ep, context)
+        except ConfigError as exc:
+            problems.append(exc)
+            continue
+        entries += [ToolEntry(_marked(spec, source), source) for spec in specs]
+    before = len(problems)
+    functions = _function_specs(config, cwd, problems)
+    made = {spec.name for spec in functions}
+    broken = [name for name in config.tools if name not in made] if len(problems) > before else []
+    entries += [ToolEntry(_marked(spec, "function"), "function") for spec in functions]
     catalog = ToolCatalog(config, entries)
-    catalog.check()
-    return catalog
+    problems += catalog.problems(broken)
+    return catalog, problems
 
 
 def agent_tools(
