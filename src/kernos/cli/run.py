@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from kernos.cli._common import (
-    EXIT_FAILED,
     EXIT_OK,
     ConfigOption,
     ModelOption,
@@ -324,5 +323,5 @@ def register(app: typer.Typer) -> None:
         elif outcome.text:
             write_stdout(outcome.text)
         if outcome.error:
-            raise fail(f"the run failed: {outcome.error}", EXIT_FAILED)
+            raise fail(f"the run failed: {outcome.error}", outcome.exit_code)
         raise typer.Exit(EXIT_OK)

@@ -34,7 +34,8 @@ if typing.TYPE_CHECKING:
     from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._home import kernos_home, project_root
-    from kernos.runtime._models import pick_model_name, resolve_model
+    from kernos.runtime._model_errors import EmptyAnswers, ModelFailure, ModelTarget, model_failure
+    from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
@@ -83,10 +84,13 @@ __all__ = [
     "CategoryConfig",
     "Config",
     "ConfigError",
+    "EmptyAnswers",
     "KernosError",
     "McpServerConfig",
     "Migration",
     "ModelAlias",
+    "ModelFailure",
+    "ModelTarget",
     "NoModelError",
     "NormalizedToolset",
     "NotRegularFile",
@@ -123,6 +127,8 @@ __all__ = [
     "list_sessions",
     "load_config",
     "load_history",
+    "model_failure",
+    "model_target",
     "new_session_id",
     "normalized",
     "open_regular",
@@ -157,12 +163,15 @@ _EXPORTS = {
     "CategoryConfig": "_config",
     "Config": "_config",
     "ConfigError": "_errors",
+    "EmptyAnswers": "_model_errors",
     "KERNOS_SOURCE": "_foreign",
     "KERNOS_TOOLS": "_config",
     "KernosError": "_errors",
     "McpServerConfig": "_config",
     "Migration": "_store",
     "ModelAlias": "_config",
+    "ModelFailure": "_model_errors",
+    "ModelTarget": "_model_errors",
     "NO_MODEL_MESSAGE": "_config",
     "NoModelError": "_config",
     "NotRegularFile": "_workspace",
@@ -200,6 +209,8 @@ _EXPORTS = {
     "kernos_tool_home": "_config",
     "load_config": "_config",
     "load_history": "_history",
+    "model_failure": "_model_errors",
+    "model_target": "_models",
     "new_session_id": "_session",
     "normalized": "_pydantic_ai",
     "open_regular": "_workspace",

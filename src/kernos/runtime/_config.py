@@ -103,6 +103,12 @@ class ModelAlias(_Strict):
     concurrency: int | None = Field(default=None, ge=0)
     #: ``"pydantic-ai"`` keeps an OpenAI-compatible model on pydantic-ai (default: the lean engine)
     engine: Literal["lean", "pydantic-ai"] | None = None
+    #: retries of one request after a 429, a 5xx or a connection error (openai-chat models)
+    request_retries: int = Field(default=2, ge=0)
+    #: seconds one attempt at a request may take (openai-chat models)
+    request_timeout: float = Field(default=600.0, gt=0)
+    #: answers with no text and no tool call retried before the run fails
+    empty_retries: int = Field(default=2, ge=0)
 
 
 class AgentConfig(_Budgeted):

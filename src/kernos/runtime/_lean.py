@@ -43,7 +43,14 @@ from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._cassette import RecordingModel, ReplayModel
 from kernos.runtime._chat import PIN, OpenAIChat
 from kernos.runtime._config import ConfigError
-from kernos.runtime._lean_wire import Reply, dumps, request_body, shared_endpoint, tools_fragment
+from kernos.runtime._lean_wire import (
+    ATTEMPTS,
+    Reply,
+    dumps,
+    request_body,
+    shared_endpoint,
+    tools_fragment,
+)
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._trace import capture_content, chat_span
 
@@ -115,6 +122,8 @@ class ChatLean:
     endpoint: Any
     name: str
     profile: Any = None
+    retries: int = ATTEMPTS - 1
+    timeout: float | None = None
 
     def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
         wire = plain_tool_wire(spec)
@@ -136,7 +145,9 @@ class ChatLean:
         on_delta: Callable[[str], None] | None,
     ) -> Reply:
         body = request_body(self.name, messages, tools, on_delta is not None)
-        return await self.endpoint.complete(self.name, body, on_delta=on_delta)  # type: ignore[no-any-return]
+        return await self.endpoint.complete(  # type: ignore[no-any-return]
+            self.name, body, on_delta=on_delta, attempts=self.retries + 1, timeout=self.timeout
+        )
 
 
 @dataclass
@@ -230,7 +241,9 @@ def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
         return ReplayLean(model)
     if isinstance(model, OpenAIChat):  # the lean engine's own: no pydantic-ai model is made
         endpoint = shared_endpoint(model.endpoint_url, model.api_key)
-        return ChatLean(endpoint, model.model_name, model.lean_profile())
+        return ChatLean(
+            endpoint, model.model_name, model.lean_profile(), model.retries, model.timeout
+        )
     # a program's own OpenAIChatModel (its module is loaded if one exists); a subclass may change
     # the request, so pydantic-ai drives that
     openai_models = sys.modules.get("pydantic_ai.models.openai")
