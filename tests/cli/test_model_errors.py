@@ -119,3 +119,22 @@ def test_a_provider_without_its_key_names_the_variable(tmp_path: Path) -> None:
     assert "OPENAI_API_KEY" in result.stderr
     assert "model openai:gpt-5-mini needs an API key" in result.stderr
     assert "OpenAIProvider(" not in result.stderr and "Agent('test')" not in result.stderr
+
+
+def test_empty_answers_are_retried_then_end_the_run_with_one_line(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    server.script(text("", repeat=True))
+    (tmp_path / "kernos.toml").write_text(
+        f'[models.m]\nmodel = "openai-chat:qwen3"\nbase_url = "{server.base_url}"\n'
+        "empty_retries = 1\n"
+    )
+    result = kernos("run", "hi", "-m", "m", cwd=tmp_path, env={"OPENAI_API_KEY": SECRET})
+    assert result.returncode == 1, result.stderr
+    assert len(server.requests) == 2  # one answer and one retry
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    assert "returned no text and no tool call 2 times in a row" in lines[0]
+    assert "models.m.empty_retries" in lines[0]
+    assert "UnexpectedModelBehavior" not in result.stderr
+    assert "tokens: 0 in" not in result.stderr  # the usage of the empty answers is counted

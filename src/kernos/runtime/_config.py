@@ -368,6 +368,11 @@ class Config(_Strict):
                 )
         return servers
 
+    def empty_retries(self, model: str) -> int:
+        """``[models.NAME] empty_retries`` of the model called ``model`` (2 for a model string)."""
+        alias = self.models.get(model)
+        return alias.empty_retries if alias is not None else 2
+
     def agent(self, name: str) -> AgentConfig:
         """The agent called ``name``; ``main`` exists even when not configured."""
         if name in self.agents:

@@ -51,6 +51,7 @@ from kernos.runtime._lean_wire import (
     shared_endpoint,
     tools_fragment,
 )
+from kernos.runtime._model_errors import EmptyAnswers
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._trace import capture_content, chat_span
 
@@ -59,7 +60,8 @@ if TYPE_CHECKING:
 
 ENGINES = ("lean", "pydantic-ai")
 EMPTY_RETRY = "Please return text or call a tool."  # pydantic-ai's words for an empty answer
-_OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget
+_OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget (unknown tools)
+EMPTY_RETRIES = 2  # answers with no text and no tool call asked again (``empty_retries``)
 
 _PIN = PIN  # the attribute that pins a model to an engine (models are unhashable)
 
@@ -466,7 +468,8 @@ class LeanLoop:
         Returns the final text, the replies of this run and where its messages start.
 
         Raises:
-            UnexpectedModelBehavior: a tool's retry budget (or the empty-answer budget) is spent.
+            UnexpectedModelBehavior: a tool's retry budget is spent (an answer empty too often
+            is the session's ``_failure``, raised after the turns are recorded).
         """
         session = self.session
         start = len(self.messages)
@@ -497,10 +500,10 @@ class LeanLoop:
             if not reply.calls:
                 if reply.text:
                     return reply.text, replies, start
-                if empty >= _OUTPUT_RETRIES:
-                    raise UnexpectedModelBehavior(
-                        f"Exceeded maximum output retries ({_OUTPUT_RETRIES})"
-                    )
+                if empty >= session.empty_retries:
+                    # the session raises it once this run's turns and usage are recorded
+                    session._failure = EmptyAnswers(session.model.model_name, empty + 1)
+                    return "", replies, start
                 empty += 1
                 self._empty_answers = True
                 self._add({"role": "system", "content": EMPTY_RETRY}, _RETRY)
