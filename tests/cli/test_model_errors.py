@@ -6,6 +6,7 @@ Runs on the engine ``KERNOS_ENGINE`` names (the Makefile's second pass: pydantic
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernos.testing import FakeOpenAIServer, error, text
+from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.cli.test_run import kernos
 
 SECRET = "sk-test-0123456789abcdefSECRET"
@@ -138,3 +139,25 @@ def test_empty_answers_are_retried_then_end_the_run_with_one_line(
     assert "models.m.empty_retries" in lines[0]
     assert "UnexpectedModelBehavior" not in result.stderr
     assert "tokens: 0 in" not in result.stderr  # the usage of the empty answers is counted
+
+
+def test_a_childs_failed_model_request_reaches_the_parent_as_the_line(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "kernos.toml").write_text(
+        'default_model = "openai-chat:x"\n\n'
+        '[agents.explore]\ndescription = "d"\nmodel = "child"\n\n'
+        f'[models.child]\nmodel = "openai-chat:small"\nbase_url = "{server.base_url}"\n'
+        'api_key_env = "CHILD_KEY"\n'
+    )
+    server.script(
+        tool_call("task", {"prompt": "TASK: look", "subagent_type": "explore"}, when="go"),
+        error(401, "Incorrect API key provided: {api_key}", when="TASK:"),
+        text("the child failed", when="rejected the API key"),
+    )
+    env = {**server.env(), "CHILD_KEY": SECRET}
+    result = kernos("run", "go", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    seen = json.dumps(server.requests[-1]["messages"])
+    assert "model child" in seen and "set CHILD_KEY (models.child.api_key_env)" in seen, seen
+    assert SECRET not in seen and "ModelAuthenticationError" not in seen

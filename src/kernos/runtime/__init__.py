@@ -30,11 +30,11 @@ if typing.TYPE_CHECKING:
         load_config,
         parse_agent_file,
     )
-    from kernos.runtime._errors import ConfigError, KernosError
+    from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
     from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._home import kernos_home, project_root
-    from kernos.runtime._model_errors import EmptyAnswers, ModelFailure, ModelTarget, model_failure
+    from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
@@ -163,7 +163,7 @@ _EXPORTS = {
     "CategoryConfig": "_config",
     "Config": "_config",
     "ConfigError": "_errors",
-    "EmptyAnswers": "_model_errors",
+    "EmptyAnswers": "_errors",
     "KERNOS_SOURCE": "_foreign",
     "KERNOS_TOOLS": "_config",
     "KernosError": "_errors",

@@ -43,6 +43,7 @@ from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._cassette import RecordingModel, ReplayModel
 from kernos.runtime._chat import PIN, OpenAIChat
 from kernos.runtime._config import ConfigError
+from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._lean_wire import (
     ATTEMPTS,
     Reply,
@@ -51,7 +52,6 @@ from kernos.runtime._lean_wire import (
     shared_endpoint,
     tools_fragment,
 )
-from kernos.runtime._model_errors import EmptyAnswers
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._trace import capture_content, chat_span
 

@@ -30,7 +30,7 @@ from pydantic_ai.exceptions import (
     ModelTimeoutError,
 )
 
-from kernos.runtime._errors import KernosError
+from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._secrets import scrub_text
 
 EXIT_FAILED = 1  # the run started and failed on the way
@@ -59,15 +59,6 @@ class ModelFailure:
     kind: str
     line: str
     exit_code: int
-
-
-class EmptyAnswers(KernosError):
-    """The model answered with no text and no tool call ``count`` times in a row."""
-
-    def __init__(self, model: str, count: int) -> None:
-        self.model = model
-        self.count = count
-        super().__init__(f"the model returned no text and no tool call {count} times in a row")
 
 
 _KEY_ADVICE = re.compile(r"`([A-Z][A-Z0-9_]*(?:_API_KEY|_TOKEN|_KEY))`")
@@ -191,9 +182,10 @@ def model_failure(exc: BaseException, target: ModelTarget) -> ModelFailure | Non
             line = f"{where} rejected the API key (HTTP {status}){said_part}; {_key_fix(target)}"
             return _done("auth", line, EXIT_CONFIG)
         if status == 403:
+            holder = f" in {target.key_env}" if target.key_env else ""
             line = (
-                f"{where} refused access (HTTP 403){said_part}; use a key that may call this "
-                f"model ({_key_fix(target).removeprefix('set ')}) or another model"
+                f"{where} refused access (HTTP 403){said_part}; put a key that may call this "
+                f"model{holder}, or use another model"
             )
             return _done("forbidden", line, EXIT_CONFIG)
         if status == 404 or isinstance(exc, ModelNotFoundError):

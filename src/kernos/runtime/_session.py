@@ -31,9 +31,9 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._chat import inner_layer
 from kernos.runtime._clean import clean_model, clean_response
+from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._foreign import has_foreign_tools, tool_results_note
 from kernos.runtime._lean import EMPTY_RETRIES, LeanLoop, lean_model_for, usage_responses
-from kernos.runtime._model_errors import EmptyAnswers
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
