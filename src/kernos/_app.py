@@ -180,6 +180,8 @@ class RunOutcome:
     text: str
     session_id: str
     error: str | None = None
+    #: the exit code the error earns: 1 the run failed on the way, 2 configuration must change
+    exit_code: int = 1
 
     @property
     def ok(self) -> bool:
@@ -216,8 +218,7 @@ async def run_agent(
             try:
                 text = await (session.serve(prompt, toolsets) if wait else session.prompt(prompt))
             except Exception as exc:  # provider errors, retry budget spent: the run failed
-                log.warning("run %s failed: %s", session.session_id, _describe(exc))
-                outcome = RunOutcome(session.last_text, session.session_id, error=_describe(exc))
+                outcome = _failed(runtime, agent, session, exc)
             else:
                 outcome = RunOutcome(text=text, session_id=session.session_id)
     except ConfigError:
@@ -225,10 +226,24 @@ async def run_agent(
     except Exception as exc:  # a toolset that failed to open or close
         if session is None:
             raise
-        log.warning("run %s failed: %s", session.session_id, _describe(exc))
-        return RunOutcome(session.last_text, session.session_id, error=_describe(exc))
+        return _failed(runtime, agent, session, exc)
     log.info("run %s ended", outcome.session_id)
     return outcome
+
+
+def _failed(runtime: Runtime, agent: str, session: Session, exc: Exception) -> RunOutcome:
+    """The outcome of a run that raised ``exc``: a model request's failure as its one line
+    (:func:`kernos.runtime.model_failure`), anything else as its type and first line."""
+    from kernos.runtime import model_failure, model_target
+
+    name = runtime.model_name(agent)
+    failure = model_failure(exc, model_target(name, runtime.config, session.model))
+    log.warning("run %s failed: %s", session.session_id, _describe(exc), exc_info=True)
+    if failure is None:
+        return RunOutcome(session.last_text, session.session_id, error=_describe(exc))
+    return RunOutcome(
+        session.last_text, session.session_id, error=failure.line, exit_code=failure.exit_code
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -254,7 +254,9 @@ async def test_one_failing_file_never_stops_the_others(
     server.script(*approving_agent("good.md", DRAFT))  # nothing for bad.md: HTTP 500
     reports = await run([bad, good], in_place=True, agents=2)
     assert [r.status for r in reports] == [Status.CANCELLED, Status.APPROVED]
-    assert reports[0].error is not None and "status_code: 500" in reports[0].error
+    error = reports[0].error
+    assert error is not None and "failed with HTTP 500 after the retries" in error, error
+    assert "status_code" not in error and server.base_url.rstrip("/") in error, error
     assert bad.read_text() == SOURCE
     assert good.read_text() == DRAFT + "\n"
 

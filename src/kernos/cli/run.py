@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from kernos.cli._common import (
-    EXIT_FAILED,
     EXIT_OK,
     ConfigOption,
     ModelOption,
@@ -72,6 +71,14 @@ def _clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def one_line(text: str, width: int) -> str:
+    """``text`` on one line of at most ``width`` characters: whitespace (newlines included)
+    collapsed to single spaces, an ellipsis where it was cut."""
+    flat = " ".join(text.split())
+    width = max(width, 1)
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def activity(event: SessionEvent) -> None:
     """Tool activity on stderr, one short line each; model text is shown as written (no markup)."""
     from rich.text import Text
@@ -83,9 +90,13 @@ def activity(event: SessionEvent) -> None:
         err.print(Text.assemble(who, " → ", str(event.data["name"]), " ", _clip(shown)))
     elif event.kind == "tool_result":
         result = event.data["result"]
-        first = result.text.strip().splitlines()[0] if result.text.strip() else ""
-        mark = Text(f"✗ {result.code}", "red") if result.is_error else Text("✓", "green")
-        err.print(Text.assemble(who, " ", mark, " ", _clip(first)))
+        if result.is_error:  # a code when the result carries one (a budget stop carries none)
+            mark = Text(f"✗ {result.code}" if result.code else "✗", "red")
+        else:
+            mark = Text("✓", "green")
+        head = Text.assemble(who, " ", mark, " ")
+        # the whole result, summarized to what is left of the line (never under 40 characters)
+        err.print(Text.assemble(head, one_line(result.text, max(40, err.width - len(head)))))
 
 
 class AnswerStream:
@@ -326,5 +337,5 @@ def register(app: typer.Typer) -> None:
         elif outcome.text:
             write_stdout(outcome.text)
         if outcome.error:
-            raise fail(f"the run failed: {outcome.error}", EXIT_FAILED)
+            raise fail(f"the run failed: {outcome.error}", outcome.exit_code)
         raise typer.Exit(EXIT_OK)

@@ -20,7 +20,7 @@ from kernos.compress._write import (
     remove_stale_temp_files,
     with_trailing_newline,
 )
-from kernos.runtime import Runtime, scrub_text
+from kernos.runtime import ModelTarget, Runtime, model_failure, scrub_text
 
 INTERRUPTED = "interrupted before it finished"
 NOT_STARTED = "interrupted before it started"
@@ -187,7 +187,9 @@ async def _compress_path(
     except OSError as exc:
         return _report(path, protocol, Status.CANCELLED, str(exc) or type(exc).__name__)
     except Exception as exc:  # a provider error fails this file, never the others
-        return _report(path, protocol, Status.CANCELLED, f"{type(exc).__name__}: {exc}")
+        failure = model_failure(exc, ModelTarget(model.model_name, model.base_url))
+        said = failure.line if failure is not None else f"{type(exc).__name__}: {exc}"
+        return _report(path, protocol, Status.CANCELLED, said)
 
 
 async def compress_files(

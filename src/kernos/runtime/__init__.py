@@ -32,11 +32,12 @@ if typing.TYPE_CHECKING:
         load_config_problems,
         parse_agent_file,
     )
-    from kernos.runtime._errors import ConfigError, KernosError
+    from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
     from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._home import kernos_home, project_root
-    from kernos.runtime._models import pick_model_name, resolve_model
+    from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
+    from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
@@ -85,10 +86,13 @@ __all__ = [
     "CategoryConfig",
     "Config",
     "ConfigError",
+    "EmptyAnswers",
     "KernosError",
     "McpServerConfig",
     "Migration",
     "ModelAlias",
+    "ModelFailure",
+    "ModelTarget",
     "NoModelError",
     "NormalizedToolset",
     "NotRegularFile",
@@ -127,6 +131,8 @@ __all__ = [
     "load_config",
     "load_config_problems",
     "load_history",
+    "model_failure",
+    "model_target",
     "new_session_id",
     "normalized",
     "open_regular",
@@ -161,12 +167,15 @@ _EXPORTS = {
     "CategoryConfig": "_config",
     "Config": "_config",
     "ConfigError": "_errors",
+    "EmptyAnswers": "_errors",
     "KERNOS_SOURCE": "_foreign",
     "KERNOS_TOOLS": "_config",
     "KernosError": "_errors",
     "McpServerConfig": "_config",
     "Migration": "_store",
     "ModelAlias": "_config",
+    "ModelFailure": "_model_errors",
+    "ModelTarget": "_model_errors",
     "NO_MODEL_MESSAGE": "_config",
     "NoModelError": "_config",
     "NotRegularFile": "_workspace",
@@ -206,6 +215,8 @@ _EXPORTS = {
     "load_config": "_config",
     "load_config_problems": "_config",
     "load_history": "_history",
+    "model_failure": "_model_errors",
+    "model_target": "_models",
     "new_session_id": "_session",
     "normalized": "_pydantic_ai",
     "open_regular": "_workspace",

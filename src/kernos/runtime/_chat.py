@@ -30,10 +30,20 @@ class OpenAIChat(WrapperModel):
     _kernos_engine: str | None = None  # PIN: looked up here, not forwarded to the built model
 
     def __init__(
-        self, name: str, base_url: str | None, api_key: str, build: Callable[[], Model]
+        self,
+        name: str,
+        base_url: str | None,
+        api_key: str,
+        build: Callable[[], Model],
+        *,
+        retries: int = 2,
+        timeout: float = 600.0,
     ) -> None:
         Model.__init__(self)
         self.chat_name = name
+        #: retries of one request (429, 5xx, connection errors) and seconds per attempt
+        self.retries = retries
+        self.timeout = timeout
         self.endpoint_url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/"
         self.api_key = api_key
         self._build = build

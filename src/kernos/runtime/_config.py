@@ -104,6 +104,12 @@ class ModelAlias(_Strict):
     concurrency: int | None = Field(default=None, ge=0)
     #: ``"pydantic-ai"`` keeps an OpenAI-compatible model on pydantic-ai (default: the lean engine)
     engine: Literal["lean", "pydantic-ai"] | None = None
+    #: retries of one request after a 429, a 5xx or a connection error (openai-chat models)
+    request_retries: int = Field(default=2, ge=0)
+    #: seconds one attempt at a request may take (openai-chat models)
+    request_timeout: float = Field(default=600.0, gt=0)
+    #: answers with no text and no tool call retried before the run fails
+    empty_retries: int = Field(default=2, ge=0)
 
 
 class AgentConfig(_Budgeted):
@@ -371,6 +377,11 @@ class Config(_Strict):
                     {"name": name},
                 )
         return servers
+
+    def empty_retries(self, model: str) -> int:
+        """``[models.NAME] empty_retries`` of the model called ``model`` (2 for a model string)."""
+        alias = self.models.get(model)
+        return alias.empty_retries if alias is not None else 2
 
     def agent(self, name: str) -> AgentConfig:
         """The agent called ``name``; ``main`` exists even when not configured."""

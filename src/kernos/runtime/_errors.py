@@ -5,7 +5,11 @@
     KernosError                       catch kernos, and nothing else
     ├── ConfigError                   a developer/configuration mistake: exit 2 with the fix
     │   └── NoModelError, StoreError, McpServerError, ...
-    └── BudgetExceeded                a session used up a limit (max_turns, max_tokens)
+    ├── BudgetExceeded                a session used up a limit (max_turns, max_tokens)
+    └── EmptyAnswers                  the model answered with nothing, ``empty_retries`` + 1 times
+
+A model request's own failures are pydantic-ai's ``ModelAPIError`` family on both engines;
+:func:`kernos.runtime.model_failure` turns them (and :class:`EmptyAnswers`) into one line.
 
 Light on purpose (no pydantic): the store and the light commands import it without building the
 config models.
@@ -34,3 +38,12 @@ class ConfigError(KernosError):
         self.fix = fix
         self.others: list[ConfigError] = []
         super().__init__(f"{self.file}: {key}: {problem}; {fix}")
+
+
+class EmptyAnswers(KernosError):
+    """The model answered with no text and no tool call ``count`` times in a row."""
+
+    def __init__(self, model: str, count: int) -> None:
+        self.model = model
+        self.count = count
+        super().__init__(f"the model returned no text and no tool call {count} times in a row")

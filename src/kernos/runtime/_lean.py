@@ -43,7 +43,15 @@ from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._cassette import RecordingModel, ReplayModel
 from kernos.runtime._chat import PIN, OpenAIChat
 from kernos.runtime._config import ConfigError
-from kernos.runtime._lean_wire import Reply, dumps, request_body, shared_endpoint, tools_fragment
+from kernos.runtime._errors import EmptyAnswers
+from kernos.runtime._lean_wire import (
+    ATTEMPTS,
+    Reply,
+    dumps,
+    request_body,
+    shared_endpoint,
+    tools_fragment,
+)
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._trace import capture_content, chat_span
 
@@ -52,7 +60,8 @@ if TYPE_CHECKING:
 
 ENGINES = ("lean", "pydantic-ai")
 EMPTY_RETRY = "Please return text or call a tool."  # pydantic-ai's words for an empty answer
-_OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget
+_OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget (unknown tools)
+EMPTY_RETRIES = 2  # answers with no text and no tool call asked again (``empty_retries``)
 
 _PIN = PIN  # the attribute that pins a model to an engine (models are unhashable)
 
@@ -115,6 +124,8 @@ class ChatLean:
     endpoint: Any
     name: str
     profile: Any = None
+    retries: int = ATTEMPTS - 1
+    timeout: float | None = None
 
     def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
         wire = plain_tool_wire(spec)
@@ -136,7 +147,9 @@ class ChatLean:
         on_delta: Callable[[str], None] | None,
     ) -> Reply:
         body = request_body(self.name, messages, tools, on_delta is not None)
-        return await self.endpoint.complete(self.name, body, on_delta=on_delta)  # type: ignore[no-any-return]
+        return await self.endpoint.complete(  # type: ignore[no-any-return]
+            self.name, body, on_delta=on_delta, attempts=self.retries + 1, timeout=self.timeout
+        )
 
 
 @dataclass
@@ -230,7 +243,9 @@ def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
         return ReplayLean(model)
     if isinstance(model, OpenAIChat):  # the lean engine's own: no pydantic-ai model is made
         endpoint = shared_endpoint(model.endpoint_url, model.api_key)
-        return ChatLean(endpoint, model.model_name, model.lean_profile())
+        return ChatLean(
+            endpoint, model.model_name, model.lean_profile(), model.retries, model.timeout
+        )
     # a program's own OpenAIChatModel (its module is loaded if one exists); a subclass may change
     # the request, so pydantic-ai drives that
     openai_models = sys.modules.get("pydantic_ai.models.openai")
@@ -453,7 +468,8 @@ class LeanLoop:
         Returns the final text, the replies of this run and where its messages start.
 
         Raises:
-            UnexpectedModelBehavior: a tool's retry budget (or the empty-answer budget) is spent.
+            UnexpectedModelBehavior: a tool's retry budget is spent (an answer empty too often
+            is the session's ``_failure``, raised after the turns are recorded).
         """
         session = self.session
         start = len(self.messages)
@@ -484,10 +500,10 @@ class LeanLoop:
             if not reply.calls:
                 if reply.text:
                     return reply.text, replies, start
-                if empty >= _OUTPUT_RETRIES:
-                    raise UnexpectedModelBehavior(
-                        f"Exceeded maximum output retries ({_OUTPUT_RETRIES})"
-                    )
+                if empty >= session.empty_retries:
+                    # the session raises it once this run's turns and usage are recorded
+                    session._failure = EmptyAnswers(session.model.model_name, empty + 1)
+                    return "", replies, start
                 empty += 1
                 self._empty_answers = True
                 self._add({"role": "system", "content": EMPTY_RETRY}, _RETRY)

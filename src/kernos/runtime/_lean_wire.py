@@ -400,8 +400,11 @@ class ChatEndpoint:
         body: bytes,
         *,
         on_delta: Callable[[str], None] | None = None,
+        attempts: int = ATTEMPTS,
+        timeout: float | None = None,
     ) -> Reply:
-        """POST one request (streamed when ``on_delta`` is given), with retries.
+        """POST one request (streamed when ``on_delta`` is given), with retries: at most
+        ``attempts`` tries, each within ``timeout`` seconds (``None``: the client's).
 
         Raises:
             ModelHTTPError: an error status (after the retries for 429/5xx).
@@ -409,7 +412,7 @@ class ChatEndpoint:
             ModelResponseError: the answer is not a Chat Completion.
         """
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(ATTEMPTS),
+            stop=stop_after_attempt(max(1, attempts)),
             wait=_wait,
             retry=retry_if_exception(lambda e: isinstance(e, _Retryable)),
             reraise=True,
@@ -418,15 +421,15 @@ class ChatEndpoint:
             async for attempt in retrying:
                 with attempt:
                     if on_delta is None:
-                        return await self._once(model, body)
-                    return await self._stream(model, body, on_delta)
+                        return await self._once(model, body, timeout)
+                    return await self._stream(model, body, on_delta, timeout)
         except _Retryable as spent:
             raise spent.error from spent.error.__cause__
         raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 
-    async def _once(self, model: str, body: bytes) -> Reply:
+    async def _once(self, model: str, body: bytes, timeout: float | None) -> Reply:
         try:
-            response = await self.client().post(self.url, content=body)
+            response = await self.client().post(self.url, content=body, timeout=_timeout(timeout))
         except httpx2.TransportError as exc:
             raise _connection(model, exc) from exc
         if response.status_code >= 400:
@@ -437,11 +440,15 @@ class ChatEndpoint:
             raise _bad("a body that is not JSON") from None
         return parse_completion(data)
 
-    async def _stream(self, model: str, body: bytes, on_delta: Callable[[str], None]) -> Reply:
+    async def _stream(
+        self, model: str, body: bytes, on_delta: Callable[[str], None], timeout: float | None
+    ) -> Reply:
         accumulator = StreamAccumulator()
         started = False
         try:
-            async with self.client().stream("POST", self.url, content=body) as response:
+            async with self.client().stream(
+                "POST", self.url, content=body, timeout=_timeout(timeout)
+            ) as response:
                 if response.status_code >= 400:
                     text = (await response.aread()).decode("utf-8", "replace")
                     raise _status(model, response.status_code, text, response.headers)
@@ -458,6 +465,12 @@ class ChatEndpoint:
                 raise error.error from exc
             raise error from exc
         return accumulator.finish()
+
+
+def _timeout(seconds: float | None) -> httpx2.Timeout:
+    if seconds is None:
+        return _TIMEOUT
+    return httpx2.Timeout(seconds, connect=min(seconds, 10.0))
 
 
 def _status(model: str, status: int, text: str, headers: httpx2.Headers) -> Exception:

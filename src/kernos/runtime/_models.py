@@ -25,6 +25,7 @@ from kernos.runtime._cassette import CassetteError, ReplayModel
 from kernos.runtime._chat import OpenAIChat
 from kernos.runtime._config import Config, ConfigError, NoModelError
 from kernos.runtime._lean import pin_engine
+from kernos.runtime._model_errors import ModelTarget, missing_key_variable
 from kernos.runtime._secrets import register_env_secrets, register_secrets, register_url_secrets
 
 if TYPE_CHECKING:
@@ -48,6 +49,37 @@ def shared_provider(base_url: str | None, api_key: str) -> OpenAIProvider:
     return provider
 
 
+_KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "openai-chat": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "google-gla": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
+
+
+def model_target(name: str, config: Config, model: Model | None = None) -> ModelTarget:
+    """Which endpoint and key the model called ``name`` uses, for an error line
+    (:func:`kernos.runtime._model_errors.model_failure`); ``model`` (built) gives the URL."""
+    alias = config.models.get(name)
+    target = alias.model if alias is not None else name
+    provider = target.partition(":")[0]
+    key_env = alias.api_key_env if alias is not None and alias.api_key_env else None
+    url = model.base_url if model is not None else None
+    if alias is not None and alias.base_url:
+        url = alias.base_url
+    return ModelTarget(
+        name=name,
+        url=url,
+        key_env=key_env or _KEY_VARIABLES.get(provider),
+        alias=name if alias is not None else None,
+    )
+
+
 def pick_model_name(explicit: str | None, config: Config, agent_model: str | None = None) -> str:
     """``--model``, else the agent's model, else ``KERNOS_MODEL``, else ``default_model``."""
     for candidate in (explicit, agent_model, os.environ.get("KERNOS_MODEL"), config.default_model):
@@ -56,7 +88,13 @@ def pick_model_name(explicit: str | None, config: Config, agent_model: str | Non
     raise NoModelError()
 
 
-def _openai_chat(name: str, base_url: str | None, api_key: str | None) -> Model:
+def _openai_chat(
+    name: str,
+    base_url: str | None,
+    api_key: str | None,
+    retries: int = 2,
+    timeout: float = 600.0,
+) -> Model:
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
     register_secrets(api_key)
@@ -74,10 +112,12 @@ def _openai_chat(name: str, base_url: str | None, api_key: str | None) -> Model:
 
     def build() -> Model:
         from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.settings import ModelSettings
 
-        return OpenAIChatModel(name, provider=shared_provider(base_url, key))
+        settings = ModelSettings(max_retries=retries, timeout=timeout)
+        return OpenAIChatModel(name, provider=shared_provider(base_url, key), settings=settings)
 
-    return OpenAIChat(name, base_url, api_key, build)
+    return OpenAIChat(name, base_url, api_key, build, retries=retries, timeout=timeout)
 
 
 def resolve_model(name: str, config: Config) -> Model:
@@ -115,7 +155,9 @@ def _resolve(name: str, config: Config) -> Model:
         target = alias.model
         provider, _, model_name = target.partition(":")
         if provider in ("openai-chat", "openai") and (alias.base_url or key):
-            return _openai_chat(model_name, alias.base_url, key)
+            return _openai_chat(
+                model_name, alias.base_url, key, alias.request_retries, alias.request_timeout
+            )
         if alias.base_url:
             raise ConfigError(
                 config.path,
@@ -143,6 +185,15 @@ def _resolve(name: str, config: Config) -> Model:
     try:
         return infer_model(name)
     except (UserError, ValueError, ImportError) as exc:
+        variable = missing_key_variable(str(exc))
+        if variable is not None:
+            raise ConfigError(
+                None,
+                variable,
+                f"model {name} needs an API key and {variable} is not set",
+                f"export {variable}=..., or use openai-chat:NAME with OPENAI_BASE_URL for a "
+                "local OpenAI-compatible server",
+            ) from None
         raise ConfigError(
             None, "model", f"cannot use {name!r}: {exc}", "check the model string"
         ) from None

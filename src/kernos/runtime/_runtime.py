@@ -153,6 +153,7 @@ class Runtime:
             repeat_limit=self.config.tasks.repeat_limit,
             workspace=self.workspace,
             stream=stream,
+            empty_retries=self.config.empty_retries(model_name),
         )
         if record_turns:  # a top-level session: `kernos sessions` lists it, `run --session` too
             record_session(self.store, session.session_id, agent, model_name)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pydantic_ai
 from pydantic_ai import Agent, CallToolsNode
+from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -30,8 +31,9 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._chat import inner_layer
 from kernos.runtime._clean import clean_model, clean_response, cut_off_calls
+from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._foreign import has_foreign_tools, tool_results_note
-from kernos.runtime._lean import LeanLoop, lean_model_for, usage_responses
+from kernos.runtime._lean import EMPTY_RETRIES, LeanLoop, lean_model_for, usage_responses
 from kernos.runtime._repeats import REPEAT_LIMIT
 from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
@@ -80,6 +82,9 @@ class Session:
         stream: ask for streamed answers and emit each piece of text as a ``delta`` event.
         repeat_limit: the identical successful call in a row whose result starts with a coded
             ``repeated_call`` note (``[tasks] repeat_limit``; ``0``: never).
+        empty_retries: answers with no text and no tool call that are asked again before the
+            prompt fails with :class:`~kernos.runtime.EmptyAnswers` (config
+            ``[models.NAME] empty_retries``).
 
     Raises:
         ConfigError: ``engine`` or ``KERNOS_ENGINE`` names no engine.
@@ -100,9 +105,13 @@ class Session:
         engine: str | None = None,
         stream: bool = False,
         repeat_limit: int = REPEAT_LIMIT,
+        empty_retries: int = EMPTY_RETRIES,
     ) -> None:
         self.model = model
         self.repeat_limit = repeat_limit
+        self.empty_retries = empty_retries
+        #: how the current prompt failed, raised once its turns and usage are recorded
+        self._failure: Exception | None = None
         self.stream = stream
         self.retries = retries
         self.workspace = workspace
@@ -138,6 +147,7 @@ class Session:
                 instructions=self._system_prompt,
                 toolsets=[self._toolset],
                 name=agent,
+                retries={"output": empty_retries},
             )
             if self._lean is None
             else None
@@ -328,6 +338,9 @@ class Session:
         if self.store is not None:
             await self.store.flushed()  # the turns are acknowledged before the prompt returns
         self.emit("usage", responses=responses)
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure  # after the turns and their usage are recorded
         exceeded, self._exceeded = self._exceeded, None
         if exceeded is not None:
             raise exceeded  # after the turns and their usage are recorded
@@ -337,6 +350,22 @@ class Session:
     async def _run_pydantic_ai(self, text: str) -> tuple[str, list[ModelResponse]]:
         assert self._agent is not None
         before = len(self._history)
+        try:
+            final = await self._iterate(text)
+        except UnexpectedModelBehavior:
+            empty = _trailing_empty(self._history[before:])
+            if not empty:
+                raise
+            # pydantic-ai's output retries are spent on answers with nothing in them
+            self._failure = EmptyAnswers(self.model.model_name, empty)
+            final = ""
+        self.last_text = final
+        new = self._history[before:]
+        self._record(new)
+        return final, [m for m in new if isinstance(m, ModelResponse)]
+
+    async def _iterate(self, text: str) -> str:
+        assert self._agent is not None
         stopped = False
         async with self._agent.iter(text, message_history=self._history) as run:
             node = run.next_node
@@ -370,10 +399,7 @@ class Session:
             else:
                 output = run.result.output
                 final = output if isinstance(output, str) else str(output)
-        self.last_text = final
-        new = self._history[before:]
-        self._record(new)
-        return final, [m for m in new if isinstance(m, ModelResponse)]
+        return final
 
     def _answer_unknown_calls(self, request: ModelRequest, response: ModelResponse) -> None:
         """pydantic-ai answers a call of a tool it does not know with its own retry text before
@@ -474,3 +500,18 @@ def _last_text(history: Sequence[ModelMessage]) -> str:
             if text:
                 return text
     return ""
+
+
+def _trailing_empty(messages: Sequence[ModelMessage]) -> int:
+    """How many answers at the end of ``messages`` had no text and no tool call."""
+    count = 0
+    for message in reversed(messages):
+        if not isinstance(message, ModelResponse):
+            continue
+        if any(
+            (isinstance(p, TextPart) and p.content) or isinstance(p, ToolCallPart)
+            for p in message.parts
+        ):
+            break
+        count += 1
+    return count

@@ -359,6 +359,7 @@ class TaskManager(TaskScheduler):
             store=self.runtime.store,
             on_event=lambda event: self._on_child_event(record, event),
             repeat_limit=self.config.tasks.repeat_limit,
+            empty_retries=self.config.empty_retries(record.model_name),
         )
         if record.depth < self.config.tasks.max_depth:
             # steps too on the DBOS engine: a replayed task call answers what it answered, and

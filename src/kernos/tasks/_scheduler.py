@@ -22,6 +22,8 @@ from kernos.runtime import (
     Session,
     SessionEvent,
     format_duration,
+    model_failure,
+    model_target,
     scrub_text,
 )
 from kernos.runtime._trace import span
@@ -205,9 +207,7 @@ class TaskScheduler:
                 )
                 self._move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
             else:
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-                record.error = scrub_text(error)  # it reaches the parent model and the store
+                record.error = scrub_text(self._failure_text(record, session, exc))
                 self._move(record, TaskStatus.ERROR)
         else:
             record.finished_at = time.time()
@@ -410,6 +410,17 @@ class TaskScheduler:
             if record.parent is session and (record.id == key or record.name == key):
                 return record
         return None
+
+    def _failure_text(self, record: TaskRecord, session: Session | None, exc: Exception) -> str:
+        """A child's failure as the parent model and the store read it: a model request's as
+        its one line (model, endpoint, fix), anything else as its type and first line."""
+        model = session.model if session is not None else None
+        target = model_target(record.model_name, self.config, model)
+        failure = model_failure(exc, target)
+        if failure is not None:
+            return failure.line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
     def outstanding(self, session: Session | None = None) -> bool:
         """True while a child (of ``session``, or any) is active or a notice is not yet sent."""
