@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernos.runtime import (
     ConfigError,
@@ -27,6 +27,9 @@ from kernos.runtime import (
     cancel_toolsets,
     shielded,
 )
+
+if TYPE_CHECKING:
+    from kernos.boundary import ToolSpec
 
 log = logging.getLogger("kernos.run")
 
@@ -132,11 +135,46 @@ async def agent_session(
                 stack.push_async_exit(_shielded_exit(toolset))
                 opened.append(toolset)
                 session.add_tools(await toolset.tools(session))
+            await _equip_children(runtime, opened)
             yield session, opened
         except asyncio.CancelledError:
             log.warning("session %s interrupted; cancelling its tasks", session.session_id)
             await shielded(cancel_toolsets(opened, "the run was interrupted"))
             raise
+
+
+async def child_tools(
+    runtime: Runtime, opened: Sequence[Toolset]
+) -> Callable[[str], list[ToolSpec[Any]]]:
+    """What a child of each agent gets from that agent's definition, whatever its parent has:
+    the catalog's selection for the agent (the built-in tools when it has no ``tools`` key) and
+    its selection of the MCP servers among ``opened`` — what ``kernos tools --agent NAME``
+    lists. The parent's ``tools`` grant adds to it (:class:`kernos.tasks.TaskManager`)."""
+    from kernos.tools import McpServers, load_catalog, select_mcp_tools
+
+    catalog = load_catalog(runtime.config)
+    servers = next((t for t in opened if isinstance(t, McpServers)), None)
+    # every server's tools (started when the parent's tools were listed): each agent selects
+    offered = list(await McpServers.tools(servers)) if servers is not None else []
+    known: dict[str, list[ToolSpec[Any]]] = {}
+
+    def tools_of(agent: str) -> list[ToolSpec[Any]]:
+        if agent not in known:
+            patterns = runtime.config.agent(agent).tools
+            mcp, _ = select_mcp_tools(patterns, offered, runtime.config.mcp)
+            known[agent] = [e.spec for e in catalog.for_agent(agent)] + mcp
+        return known[agent]
+
+    return tools_of
+
+
+async def _equip_children(runtime: Runtime, opened: Sequence[Toolset]) -> None:
+    """Give the task toolset among ``opened`` its children's own tools (:func:`child_tools`)."""
+    from kernos.tasks import TaskToolset
+
+    for toolset in opened:
+        if isinstance(toolset, TaskToolset) and toolset.manager.agent_tools is None:
+            toolset.manager.agent_tools = await child_tools(runtime, opened)
 
 
 @dataclass(frozen=True)

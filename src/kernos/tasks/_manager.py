@@ -45,6 +45,9 @@ class TaskManager(TaskScheduler):
             ``~/.config/kernos/skills``).
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
         engine: makes the engine that runs the children (default: as configured).
+        agent_tools: the tools a child of an agent gets from that agent's definition, by agent
+            name (``kernos._app`` gives the catalog's and the MCP servers' selection for it);
+            default: only tools the parent has, by the exact names the agent lists.
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class TaskManager(TaskScheduler):
         skill_dirs: Sequence[Path] | None = None,
         reconcile: bool = True,
         engine: Callable[[TaskScheduler], TaskEngine] | None = None,
+        agent_tools: Callable[[str], Sequence[ToolSpec[Any]]] | None = None,
     ) -> None:
         super().__init__(runtime, reconcile=reconcile, engine=engine)
         self.skill_dirs = (
@@ -74,6 +78,9 @@ class TaskManager(TaskScheduler):
         #: the tools a child rebuilt from the store may be granted, by name (a worker's
         #: configured tools; in ``kernos run``, its main session's)
         self.remote_tools: dict[str, ToolSpec[Any]] | None = None
+        #: a child's own tools by its agent's definition (see ``agent_tools`` above): a child
+        #: gets them whether or not its parent has them; the parent's ``tools`` grant adds more
+        self.agent_tools = agent_tools
         #: the sessions of this process's children that may spawn children of their own, by
         #: session id: a grandchild rebuilt here (a worker) reports to its parent if it is here
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
@@ -279,10 +286,11 @@ class TaskManager(TaskScheduler):
     ) -> TaskRecord:
         record = TaskRecord(task_id, parent, item, model_name, depth, background)
         instructions, agent, own_tools = self._target(item)
+        own = self.own_tools(item)
         names = [
             name
-            for name in dict.fromkeys([*grants, *own_tools])
-            if name in parent.tools and name not in TASK_TOOL_NAMES
+            for name in dict.fromkeys([*own, *grants, *own_tools])
+            if (name in own or name in parent.tools) and name not in TASK_TOOL_NAMES
         ]
         record.grants = list(grants)
         record.session = self._child_session(
@@ -331,6 +339,14 @@ class TaskManager(TaskScheduler):
         definition = self.config.agent(item.subagent_type or "")
         return definition.instructions, item.subagent_type or "", list(definition.tools or [])
 
+    def own_tools(self, item: SpawnItem) -> dict[str, ToolSpec[Any]]:
+        """The tools a child gets from its agent's definition, by name (none for a category's
+        worker, whose tools are the parent's grant)."""
+        if item.category is not None or self.agent_tools is None:
+            return {}
+        specs = self.agent_tools(item.subagent_type or "")
+        return {s.name: s for s in specs if s.name not in TASK_TOOL_NAMES}
+
     def _child_session(
         self,
         record: TaskRecord,
@@ -343,7 +359,10 @@ class TaskManager(TaskScheduler):
         """The child's own session: its turns go to the store (a later run rebuilds it from
         them) and its transcript to the task's events. ``tools`` are taken from ``available``
         (the parent's tools, or a worker's configured ones)."""
-        offered = record.parent.tools if available is None else available
+        offered = {
+            **(record.parent.tools if available is None else available),
+            **self.own_tools(record.item),
+        }
         self._model_of[sid] = record.model_name
         # a child rebuilt where its parent does not run (a DBOS worker) counts under its parent
         self._root[sid] = self._root_of(record.parent.session_id)
@@ -399,7 +418,9 @@ class TaskManager(TaskScheduler):
             list(json.loads(stored))
             if stored
             else [
-                n for n in dict.fromkeys([*record.grants, *own_tools]) if n not in TASK_TOOL_NAMES
+                n
+                for n in dict.fromkeys([*self.own_tools(item), *record.grants, *own_tools])
+                if n not in TASK_TOOL_NAMES
             ]
         )
         record.session = self._child_session(
