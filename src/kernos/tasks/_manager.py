@@ -67,7 +67,7 @@ class TaskManager(TaskScheduler):
         )
         self.description = build_task_description(self.config)
         self._categories = tuple(sorted(self.config.categories))
-        self._agents = tuple(sorted(self.config.agents))
+        self._agents = tuple(sorted(self.config.spawnable_agents))
         self._depth: dict[str, int] = {}
         #: each child session's model string, by session id (what its own children may name)
         self._model_of: dict[str, str] = {}
@@ -113,13 +113,17 @@ class TaskManager(TaskScheduler):
         """What ``session``'s ``task`` calls may name as a child's ``model``: the configured
         aliases and ``session``'s own model string (see
         :func:`kernos.tasks._resolve.allowed_models`)."""
+        return allowed_models(self.config.models, self._own_model(session))
+
+    def _own_model(self, session: Session) -> str | None:
+        """The model string ``session`` runs on (``None``: it cannot be told)."""
         own = self._model_of.get(session.session_id)
         if own is None:  # a top-level session: on its agent's model, as Runtime.session picks it
             try:
                 own = self.runtime.model_name(session.agent)
             except ConfigError:
                 own = None
-        return allowed_models(self.config.models, own)
+        return own
 
     # -- spawning ----------------------------------------------------------------------------
     def spawn(
@@ -227,7 +231,7 @@ class TaskManager(TaskScheduler):
                     session, f"this call would start {new} more, so nothing was spawned"
                 )
         self._check_names(session, resolution.items, replayed)
-        models = [self._model_name(item) for item in resolution.items]
+        models = [self._model_name(item, session) for item in resolution.items]
         for name in set(models):
             try:
                 self.runtime.model(name)
@@ -257,11 +261,15 @@ class TaskManager(TaskScheduler):
                 )
             taken[item.name] = "twice in this call"
 
-    def _model_name(self, item: SpawnItem) -> str:
+    def _model_name(self, item: SpawnItem, parent: Session) -> str:
         if item.category is not None:
             category = self.config.categories.get(item.category)
             return self.runtime.model_name("", category.model if category else None)
-        return self.runtime.model_name(item.subagent_type or "", item.model)
+        agent = item.subagent_type or ""
+        if item.model is None and agent not in self.config.agents:
+            # the built-in ``general`` agent (Config.spawnable_agents) runs on its parent's model
+            return self.runtime.model_name(agent, self._own_model(parent))
+        return self.runtime.model_name(agent, item.model)
 
     def _new_ids(self, count: int) -> list[str]:
         """``count`` fresh task ids, unique here and in the store: one read of the store for a
