@@ -9,6 +9,7 @@ is a :class:`kernos.runtime.Toolset`; :func:`agent_session` opens them all on on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -178,12 +179,25 @@ async def _equip_children(runtime: Runtime, opened: Sequence[Toolset]) -> None:
 
 
 @dataclass(frozen=True)
+class LeftChild:
+    """A child a run that did not wait (``kernos run --no-wait``) left unfinished: ``status``
+    ``lost`` (stopped as the run ended) or ``pending``/``running`` (left to ``kernos worker``
+    processes)."""
+
+    id: str
+    label: str
+    status: str
+
+
+@dataclass(frozen=True)
 class RunOutcome:
-    """How ``kernos run`` ended: the final text, and an error message when it failed."""
+    """How ``kernos run`` ended: the final text, an error message when it failed, and the
+    children it left unfinished when it did not wait for them."""
 
     text: str
     session_id: str
     error: str | None = None
+    left: tuple[LeftChild, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -207,6 +221,7 @@ async def run_agent(
     ``stream``: the agent's text arrives as ``delta`` events while it is written."""
     session: Session | None = None
     options: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
+    opened: list[Toolset] = []
     try:
         async with agent_session(
             runtime, agent, on_event=on_event, wait=wait, stream=stream, **options
@@ -214,6 +229,7 @@ async def run_agent(
             session,
             toolsets,
         ):
+            opened = toolsets
             if history:
                 session.history = list(history)  # before the first prompt (the resume seam)
             log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
@@ -230,9 +246,27 @@ async def run_agent(
         if session is None:
             raise
         log.warning("run %s failed: %s", session.session_id, _describe(exc))
-        return RunOutcome(session.last_text, session.session_id, error=_describe(exc))
+        return RunOutcome(
+            session.last_text,
+            session.session_id,
+            error=_describe(exc),
+            left=_left_children(opened),
+        )
     log.info("run %s ended", outcome.session_id)
-    return outcome
+    left = _left_children(opened)
+    return dataclasses.replace(outcome, left=left) if left else outcome
+
+
+def _left_children(opened: Sequence[Toolset]) -> tuple[LeftChild, ...]:
+    """The children the task toolset among ``opened`` left unfinished as it closed."""
+    from kernos.tasks import TaskToolset
+
+    return tuple(
+        LeftChild(record.id, record.label, str(record.status))
+        for toolset in opened
+        if isinstance(toolset, TaskToolset)
+        for record in toolset.manager.abandoned
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -46,6 +46,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "completion_notice.md": 210,
             "still_running.md": 291,
             "limit_reached.md": 109,
+            "not_delivered.md": 299,
             "task description (rendered, test config)": 1567,
         }
     )

@@ -618,6 +618,8 @@ class TaskToolset(BaseToolset):
         self.manager = manager if manager is not None else TaskManager(runtime)
         self.session = session
         self.wait = wait
+        if not wait:  # the run ends at its first idle: no completion notice will reach it
+            self.manager.delivers_results = False
 
     async def tools(self, session: Session) -> list[ToolSpec[Any]]:
         if self.session is None:

@@ -17,6 +17,7 @@ PROMPT_FILES = (
     "completion_notice.md",
     "still_running.md",
     "limit_reached.md",
+    "not_delivered.md",
 )
 
 
