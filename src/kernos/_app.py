@@ -9,6 +9,7 @@ is a :class:`kernos.runtime.Toolset`; :func:`agent_session` opens them all on on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -16,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kernos.runtime import (
     Config,
@@ -28,6 +29,9 @@ from kernos.runtime import (
     cancel_toolsets,
     shielded,
 )
+
+if TYPE_CHECKING:
+    from kernos.boundary import ToolSpec
 
 log = logging.getLogger("kernos.run")
 
@@ -166,6 +170,7 @@ async def agent_session(
                 stack.push_async_exit(_shielded_exit(toolset))
                 opened.append(toolset)
                 session.add_tools(await toolset.tools(session))
+            await _equip_children(runtime, opened)
             yield session, opened
         except asyncio.CancelledError:
             log.warning("session %s interrupted; cancelling its tasks", session.session_id)
@@ -173,15 +178,62 @@ async def agent_session(
             raise
 
 
+async def child_tools(
+    runtime: Runtime, opened: Sequence[Toolset]
+) -> Callable[[str], list[ToolSpec[Any]]]:
+    """What a child of each agent gets from that agent's definition, whatever its parent has:
+    the catalog's selection for the agent (the built-in tools when it has no ``tools`` key) and
+    its selection of the MCP servers among ``opened`` — what ``kernos tools --agent NAME``
+    lists. The parent's ``tools`` grant adds to it (:class:`kernos.tasks.TaskManager`)."""
+    from kernos.tools import McpServers, load_catalog, select_mcp_tools
+
+    catalog = load_catalog(runtime.config)
+    servers = next((t for t in opened if isinstance(t, McpServers)), None)
+    # every server's tools (started when the parent's tools were listed): each agent selects
+    offered = list(await McpServers.tools(servers)) if servers is not None else []
+    known: dict[str, list[ToolSpec[Any]]] = {}
+
+    def tools_of(agent: str) -> list[ToolSpec[Any]]:
+        if agent not in known:
+            patterns = runtime.config.agent(agent).tools
+            mcp, _ = select_mcp_tools(patterns, offered, runtime.config.mcp)
+            known[agent] = [e.spec for e in catalog.for_agent(agent)] + mcp
+        return known[agent]
+
+    return tools_of
+
+
+async def _equip_children(runtime: Runtime, opened: Sequence[Toolset]) -> None:
+    """Give the task toolset among ``opened`` its children's own tools (:func:`child_tools`)."""
+    from kernos.tasks import TaskToolset
+
+    for toolset in opened:
+        if isinstance(toolset, TaskToolset) and toolset.manager.agent_tools is None:
+            toolset.manager.agent_tools = await child_tools(runtime, opened)
+
+
+@dataclass(frozen=True)
+class LeftChild:
+    """A child a run that did not wait (``kernos run --no-wait``) left unfinished: ``status``
+    ``lost`` (stopped as the run ended) or ``pending``/``running`` (left to ``kernos worker``
+    processes)."""
+
+    id: str
+    label: str
+    status: str
+
+
 @dataclass(frozen=True)
 class RunOutcome:
-    """How ``kernos run`` ended: the final text, and an error message when it failed."""
+    """How ``kernos run`` ended: the final text, an error message when it failed, and the
+    children it left unfinished when it did not wait for them."""
 
     text: str
     session_id: str
     error: str | None = None
     #: the exit code the error earns: 1 the run failed on the way, 2 configuration must change
     exit_code: int = 1
+    left: tuple[LeftChild, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -205,6 +257,7 @@ async def run_agent(
     ``stream``: the agent's text arrives as ``delta`` events while it is written."""
     session: Session | None = None
     options: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
+    opened: list[Toolset] = []
     try:
         async with agent_session(
             runtime, agent, on_event=on_event, wait=wait, stream=stream, **options
@@ -212,6 +265,7 @@ async def run_agent(
             session,
             toolsets,
         ):
+            opened = toolsets
             if history:
                 session.history = list(history)  # before the first prompt (the resume seam)
             log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
@@ -226,9 +280,24 @@ async def run_agent(
     except Exception as exc:  # a toolset that failed to open or close
         if session is None:
             raise
-        return _failed(runtime, agent, session, exc)
+        return dataclasses.replace(
+            _failed(runtime, agent, session, exc), left=_left_children(opened)
+        )
     log.info("run %s ended", outcome.session_id)
-    return outcome
+    left = _left_children(opened)
+    return dataclasses.replace(outcome, left=left) if left else outcome
+
+
+def _left_children(opened: Sequence[Toolset]) -> tuple[LeftChild, ...]:
+    """The children the task toolset among ``opened`` left unfinished as it closed."""
+    from kernos.tasks import TaskToolset
+
+    return tuple(
+        LeftChild(record.id, record.label, str(record.status))
+        for toolset in opened
+        if isinstance(toolset, TaskToolset)
+        for record in toolset.manager.abandoned
+    )
 
 
 def _failed(runtime: Runtime, agent: str, session: Session, exc: Exception) -> RunOutcome:

@@ -25,9 +25,9 @@ def test_description_lists_sorted_categories_and_agents() -> None:
     assert "`task_send` continues an existing one" in text
 
 
-def test_description_says_none_configured() -> None:
+def test_description_says_none_configured_and_offers_the_built_in_general() -> None:
     text = build_task_description(Config())
-    assert "Categories:\n(none configured)\n\nAgents:\n(none configured)" in text
+    assert "Categories:\n(none configured)\n\nAgents:\n- general: General-purpose" in text
 
 
 def test_sizes_of_every_model_facing_text_are_pinned() -> None:
@@ -46,7 +46,8 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "completion_notice.md": 210,
             "still_running.md": 291,
             "limit_reached.md": 109,
-            "task description (rendered, test config)": 1481,
+            "not_delivered.md": 299,
+            "task description (rendered, test config)": 1567,
         }
     )
 

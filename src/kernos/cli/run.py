@@ -220,7 +220,9 @@ def register(app: typer.Typer) -> None:
         no_wait: Annotated[
             bool,
             typer.Option(
-                "--no-wait", help="Exit at the first idle, without waiting for background children."
+                "--no-wait",
+                help="Exit at the first idle without waiting for children; stderr names each "
+                "one left unfinished (stopped, or left to kernos worker processes).",
             ),
         ] = False,
         quiet: Annotated[
@@ -332,6 +334,18 @@ def register(app: typer.Typer) -> None:
             from kernos.runtime._usage import summary_line, total
 
             err.print(summary_line(total(usage.priced())), markup=False)
+        for child in outcome.left:  # --no-wait: where each unfinished child's result will be
+            fate = (
+                "stopped unfinished (lost) as the run ended"
+                if child.status == "lost"
+                else f"left to the workers ({child.status})"
+            )
+            err.print(
+                f"child {child.id} ({child.label}) {fate}; read it with "
+                f"`kernos tasks output {child.id}`",
+                markup=False,
+                highlight=False,
+            )
         if stream:
             streamed.finish(outcome.text)
         elif outcome.text:

@@ -70,8 +70,9 @@ def register(app: typer.Typer) -> None:
                 )
             )
         err.print(
-            f"{len(rows)} tool(s) for agent {agent}; `kernos run` adds the task tools and the "
-            "output tools of its allowed channels.",
+            f"{len(rows)} tool(s) for agent {agent}, run or spawned as a child; `kernos run` "
+            "adds the task tools and the output tools of its allowed channels, a parent's "
+            "`task` call the tools it grants.",
             markup=False,
         )
         raise typer.Exit(EXIT_OK)

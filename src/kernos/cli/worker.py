@@ -33,7 +33,7 @@ async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
     """Execute children from the queues of ``models`` (default: every model) until cancelled."""
     import asyncio  # on first use: start-up stays light (tests/test_startup.py)
 
-    from kernos._app import TOOLSETS, _task_toolset, agent_session
+    from kernos._app import TOOLSETS, _task_toolset, agent_session, child_tools
     from kernos.tasks import TaskManager
     from kernos.tasks._dbos import DBOSEngine, queue_name
 
@@ -41,9 +41,13 @@ async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
     factories = tuple(f for f in TOOLSETS if f is not _task_toolset)
     async with agent_session(runtime, "main", toolsets=factories, record_turns=False) as (
         session,
-        _,
+        opened,
     ):
-        manager = TaskManager(runtime, engine=lambda s: DBOSEngine(s, listen=listen, worker=True))
+        manager = TaskManager(
+            runtime,
+            engine=lambda s: DBOSEngine(s, listen=listen, worker=True),
+            agent_tools=await child_tools(runtime, opened),
+        )
         manager.remote_tools = {
             name: spec for name, spec in session.tools.items() if not name.startswith("task")
         }

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 import os
 import re
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -122,6 +124,25 @@ class AgentConfig(_Budgeted):
     tools: list[str] | None = None
     allowed_outputs: list[str] = Field(default_factory=list)
     source: str | None = Field(default=None, exclude=True)
+
+
+#: the built-in agent every project has, for the ``task`` tool (:func:`general_agent`)
+GENERAL_AGENT = "general"
+
+
+@cache
+def _general_instructions() -> str:
+    return resources.files("kernos.runtime").joinpath("general_agent.md").read_text("utf-8").strip()
+
+
+def general_agent() -> AgentConfig:
+    """The built-in ``general`` agent: our own short instructions (``general_agent.md``), the
+    built-in tools (no ``tools`` key) and no model of its own: as a child it runs on its parent's
+    model. An ``[agents.general]`` or ``.kernos/agents/general.md`` replaces it."""
+    return AgentConfig(
+        description="General-purpose helper for research and multi-step work, on your own model",
+        instructions=_general_instructions(),
+    )
 
 
 class ToolConfig(_Strict):
@@ -384,18 +405,26 @@ class Config(_Strict):
         return alias.empty_retries if alias is not None else 2
 
     def agent(self, name: str) -> AgentConfig:
-        """The agent called ``name``; ``main`` exists even when not configured."""
+        """The agent called ``name``; ``main`` and ``general`` exist even when not configured."""
         if name in self.agents:
             return self.agents[name]
         if name == "main":
             return AgentConfig()
-        known = ", ".join(sorted(self.agents)) or "(none configured)"
+        if name == GENERAL_AGENT:
+            return general_agent()
+        known = ", ".join(sorted(self.spawnable_agents))
         raise ConfigError(
             self.path,
             f"agents.{name}",
             f"no agent named {name!r}",
             f"define [agents.{name}] or .kernos/agents/{name}.md; known agents: {known}",
         )
+
+    @property
+    def spawnable_agents(self) -> dict[str, AgentConfig]:
+        """The agents a ``task`` call may name: the configured ones and the built-in
+        ``general`` (:func:`general_agent`), which a configured agent of that name replaces."""
+        return {GENERAL_AGENT: general_agent(), **self.agents}
 
     def task_budget(self, category: str | None = None, agent: str | None = None) -> Budget:
         """The limits of a child run on ``category`` or as ``agent``: its own keys, else the

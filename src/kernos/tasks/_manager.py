@@ -45,6 +45,9 @@ class TaskManager(TaskScheduler):
             ``~/.config/kernos/skills``).
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
         engine: makes the engine that runs the children (default: as configured).
+        agent_tools: the tools a child of an agent gets from that agent's definition, by agent
+            name (``kernos._app`` gives the catalog's and the MCP servers' selection for it);
+            default: only tools the parent has, by the exact names the agent lists.
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class TaskManager(TaskScheduler):
         skill_dirs: Sequence[Path] | None = None,
         reconcile: bool = True,
         engine: Callable[[TaskScheduler], TaskEngine] | None = None,
+        agent_tools: Callable[[str], Sequence[ToolSpec[Any]]] | None = None,
     ) -> None:
         super().__init__(runtime, reconcile=reconcile, engine=engine)
         self.skill_dirs = (
@@ -63,7 +67,7 @@ class TaskManager(TaskScheduler):
         )
         self.description = build_task_description(self.config)
         self._categories = tuple(sorted(self.config.categories))
-        self._agents = tuple(sorted(self.config.agents))
+        self._agents = tuple(sorted(self.config.spawnable_agents))
         self._depth: dict[str, int] = {}
         #: each child session's model string, by session id (what its own children may name)
         self._model_of: dict[str, str] = {}
@@ -74,6 +78,9 @@ class TaskManager(TaskScheduler):
         #: the tools a child rebuilt from the store may be granted, by name (a worker's
         #: configured tools; in ``kernos run``, its main session's)
         self.remote_tools: dict[str, ToolSpec[Any]] | None = None
+        #: a child's own tools by its agent's definition (see ``agent_tools`` above): a child
+        #: gets them whether or not its parent has them; the parent's ``tools`` grant adds more
+        self.agent_tools = agent_tools
         #: the sessions of this process's children that may spawn children of their own, by
         #: session id: a grandchild rebuilt here (a worker) reports to its parent if it is here
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
@@ -106,13 +113,17 @@ class TaskManager(TaskScheduler):
         """What ``session``'s ``task`` calls may name as a child's ``model``: the configured
         aliases and ``session``'s own model string (see
         :func:`kernos.tasks._resolve.allowed_models`)."""
+        return allowed_models(self.config.models, self._own_model(session))
+
+    def _own_model(self, session: Session) -> str | None:
+        """The model string ``session`` runs on (``None``: it cannot be told)."""
         own = self._model_of.get(session.session_id)
         if own is None:  # a top-level session: on its agent's model, as Runtime.session picks it
             try:
                 own = self.runtime.model_name(session.agent)
             except ConfigError:
                 own = None
-        return allowed_models(self.config.models, own)
+        return own
 
     # -- spawning ----------------------------------------------------------------------------
     def spawn(
@@ -220,7 +231,7 @@ class TaskManager(TaskScheduler):
                     session, f"this call would start {new} more, so nothing was spawned"
                 )
         self._check_names(session, resolution.items, replayed)
-        models = [self._model_name(item) for item in resolution.items]
+        models = [self._model_name(item, session) for item in resolution.items]
         for name in set(models):
             try:
                 self.runtime.model(name)
@@ -250,11 +261,15 @@ class TaskManager(TaskScheduler):
                 )
             taken[item.name] = "twice in this call"
 
-    def _model_name(self, item: SpawnItem) -> str:
+    def _model_name(self, item: SpawnItem, parent: Session) -> str:
         if item.category is not None:
             category = self.config.categories.get(item.category)
             return self.runtime.model_name("", category.model if category else None)
-        return self.runtime.model_name(item.subagent_type or "", item.model)
+        agent = item.subagent_type or ""
+        if item.model is None and agent not in self.config.agents:
+            # the built-in ``general`` agent (Config.spawnable_agents) runs on its parent's model
+            return self.runtime.model_name(agent, self._own_model(parent))
+        return self.runtime.model_name(agent, item.model)
 
     def _new_ids(self, count: int) -> list[str]:
         """``count`` fresh task ids, unique here and in the store: one read of the store for a
@@ -279,10 +294,11 @@ class TaskManager(TaskScheduler):
     ) -> TaskRecord:
         record = TaskRecord(task_id, parent, item, model_name, depth, background)
         instructions, agent, own_tools = self._target(item)
+        own = self.own_tools(item)
         names = [
             name
-            for name in dict.fromkeys([*grants, *own_tools])
-            if name in parent.tools and name not in TASK_TOOL_NAMES
+            for name in dict.fromkeys([*own, *grants, *own_tools])
+            if (name in own or name in parent.tools) and name not in TASK_TOOL_NAMES
         ]
         record.grants = list(grants)
         record.session = self._child_session(
@@ -331,6 +347,14 @@ class TaskManager(TaskScheduler):
         definition = self.config.agent(item.subagent_type or "")
         return definition.instructions, item.subagent_type or "", list(definition.tools or [])
 
+    def own_tools(self, item: SpawnItem) -> dict[str, ToolSpec[Any]]:
+        """The tools a child gets from its agent's definition, by name (none for a category's
+        worker, whose tools are the parent's grant)."""
+        if item.category is not None or self.agent_tools is None:
+            return {}
+        specs = self.agent_tools(item.subagent_type or "")
+        return {s.name: s for s in specs if s.name not in TASK_TOOL_NAMES}
+
     def _child_session(
         self,
         record: TaskRecord,
@@ -343,7 +367,10 @@ class TaskManager(TaskScheduler):
         """The child's own session: its turns go to the store (a later run rebuilds it from
         them) and its transcript to the task's events. ``tools`` are taken from ``available``
         (the parent's tools, or a worker's configured ones)."""
-        offered = record.parent.tools if available is None else available
+        offered = {
+            **(record.parent.tools if available is None else available),
+            **self.own_tools(record.item),
+        }
         self._model_of[sid] = record.model_name
         # a child rebuilt where its parent does not run (a DBOS worker) counts under its parent
         self._root[sid] = self._root_of(record.parent.session_id)
@@ -401,7 +428,9 @@ class TaskManager(TaskScheduler):
             list(json.loads(stored))
             if stored
             else [
-                n for n in dict.fromkeys([*record.grants, *own_tools]) if n not in TASK_TOOL_NAMES
+                n
+                for n in dict.fromkeys([*self.own_tools(item), *record.grants, *own_tools])
+                if n not in TASK_TOOL_NAMES
             ]
         )
         record.session = self._child_session(
@@ -591,6 +620,8 @@ class TaskToolset(BaseToolset):
         self.manager = manager if manager is not None else TaskManager(runtime)
         self.session = session
         self.wait = wait
+        if not wait:  # the run ends at its first idle: no completion notice will reach it
+            self.manager.delivers_results = False
 
     async def tools(self, session: Session) -> list[ToolSpec[Any]]:
         if self.session is None:

@@ -17,6 +17,7 @@ PROMPT_FILES = (
     "completion_notice.md",
     "still_running.md",
     "limit_reached.md",
+    "not_delivered.md",
 )
 
 
@@ -40,8 +41,10 @@ def build_task_description(config: Any) -> str:
     """The ``task`` tool description with the configured categories and agents filled in.
 
     Args:
-        config: a :class:`kernos.runtime.Config` (only ``categories`` and ``agents`` are read).
+        config: a :class:`kernos.runtime.Config` (only ``categories`` and the agents a task
+            may name, ``spawnable_agents``, are read).
     """
     return prompt_text("task_description.md").format(
-        categories=_entries(dict(config.categories)), agents=_entries(dict(config.agents))
+        categories=_entries(dict(config.categories)),
+        agents=_entries(dict(config.spawnable_agents)),
     )

@@ -124,6 +124,12 @@ class TaskScheduler:
         #: :meth:`aclose` without waiting began: the active children are abandoned, and the
         #: engine starts no new one here (the DBOS engine leaves them to other executors)
         self.abandoning = False
+        #: the children :meth:`aclose` without waiting left unfinished: each ends ``lost`` here
+        #: or stays active, left to other executors (``kernos worker``, the DBOS engine)
+        self.abandoned: list[TaskRecord] = []
+        #: a background child's result reaches its parent (``False``: ``kernos run --no-wait``,
+        #: whose run ends at its first idle; the ``task`` answer says so)
+        self.delivers_results = True
         resume = crash_mode(self.config, runtime.config.store_url) == "resume"
         self.lost_on_start = self.store.reconcile(resume=resume) if reconcile else []
 
@@ -565,6 +571,7 @@ class TaskScheduler:
             self.abandoning = True
             for record in self.records.values():
                 if record.status in ACTIVE:
+                    self.abandoned.append(record)
                     record.end_as = TaskStatus.LOST
                     record.error = "abandoned: the parent run ended without waiting (--no-wait)"
                     if record.runner is not None:

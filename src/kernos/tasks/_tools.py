@@ -59,14 +59,18 @@ def started_text(manager: TaskManager, records: list[TaskRecord]) -> str:
     """What ``task`` answers right away for a background spawn."""
     if len(records) == 1:
         record = records[0]
+        started = f"Started task {record.label} ({record.id}, {_state(manager, record)})."
         lines = [
-            f"Started task {record.label} ({record.id}, {_state(manager, record)}). Its result is "
-            "delivered to you automatically when it finishes; end your turn if no independent "
-            "work remains."
+            f"{started} Its result is delivered to you automatically when it finishes; end your "
+            "turn if no independent work remains."
+            if manager.delivers_results
+            else f"{started} {prompt_text('not_delivered.md')}"
         ]
     else:
         lines = ["Batch running."]
         lines += [f"{n}. {r.label} {r.id} ({r.status})" for n, r in enumerate(records, start=1)]
+        if not manager.delivers_results:
+            lines.append(prompt_text("not_delivered.md"))
     missing = _missing(records)
     return "\n".join([*lines, missing] if missing else lines)
 
