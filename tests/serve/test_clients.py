@@ -85,7 +85,8 @@ def test_the_mcp_inspector_cli_lists_and_calls_tools(
 ) -> None:
     inspector = _inspector()
     env = server_env(project, server)
-    base = [str(inspector), "--cli", KERNOS, "mcp"]
+    # a loaded machine can take longer than the Inspector's default 15 s to start `kernos mcp`
+    base = [str(inspector), "--cli", "--connect-timeout", "100000", KERNOS, "mcp"]
     for key in ("KERNOS_HOME", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         base[2:2] = ["-e", f"{key}={env[key]}"]
     listed = subprocess.run(
