@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kernos.boundary import call_tool
+from kernos.boundary import call_tool, nesting_depth
 from kernos.runtime import McpServerConfig
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from kernos.tools import McpToolset
-from kernos.tools._limits import cut_text, json_depth, schema_problem
+from kernos.tools._limits import cut_text, schema_problem
 from tests.mcp.conftest import RECORDER, kernos, offered_tools
 
 EXTRAS = {"RECORDER_EXTRAS": "1"}
@@ -56,8 +56,8 @@ def test_depth_is_measured_without_recursion() -> None:
     value: object = "leaf"
     for _ in range(100_000):
         value = [value]
-    assert json_depth(value, 32) == 33
-    assert json_depth({"a": [1, {"b": 2}]}, 32) == 3
+    assert nesting_depth(value, 32) == 33
+    assert nesting_depth({"a": [1, {"b": 2}]}, 32) == 3
     assert schema_problem({"type": "object", "properties": {}}) is None
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kernos.boundary import nesting_depth
+
 #: a tool whose input schema serializes to more than this many bytes is left out
 MAX_SCHEMA_BYTES = 64 * 1024
 #: a tool whose input schema nests objects and arrays deeper than this is left out
@@ -32,32 +34,11 @@ def cut_text(text: str, limit: int) -> tuple[str, int]:
     return f"{kept}\n{marker}", dropped
 
 
-def json_depth(value: Any, limit: int) -> int:
-    """How deep ``value`` nests objects and arrays (a scalar is 0, ``{}`` is 1); stops counting
-    past ``limit`` (returns ``limit + 1``), so any depth is measured without recursion."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        depth += 1
-        if depth > limit:
-            return limit + 1
-        deepest = max(deepest, depth)
-        stack.extend((child, depth) for child in children)
-    return deepest
-
-
 def schema_problem(
     schema: Any, *, max_bytes: int = MAX_SCHEMA_BYTES, max_depth: int = MAX_SCHEMA_DEPTH
 ) -> str | None:
     """Why a tool's input schema is too big to offer a model, or ``None`` when it is not."""
-    if json_depth(schema, max_depth) > max_depth:
+    if nesting_depth(schema, max_depth) > max_depth:
         return f"its input schema nests deeper than {max_depth} levels"
     size = len(json.dumps(schema, ensure_ascii=False, default=str).encode("utf-8", "replace"))
     if size > max_bytes:
