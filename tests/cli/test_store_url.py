@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -32,10 +33,25 @@ def is_child(request: dict[str, object]) -> bool:
 def kernos(
     cwd: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "KERNOS_HOME": str(cwd / ".kernos"), **(env or {})}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=120
-    )
+    """Run kernos in ``cwd``; one that has not ended in 300 s prints every thread's stack
+    (``SIGABRT`` with faulthandler on) and the test fails with them and the end of its log."""
+    home = cwd / ".kernos"
+    full = {**os.environ, "KERNOS_HOME": str(home), "PYTHONFAULTHANDLER": "1", **(env or {})}
+    proc = subprocess.Popen(
+        [KERNOS, *args], cwd=cwd, env=full, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, error = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, error = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        logs = "".join(p.read_text()[-4000:] for p in home.rglob("*.log"))
+        raise AssertionError(f"kernos {args} did not end in 300 s:\n{error}\n{logs}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, error)
 
 
 def with_password(url: str) -> str:

@@ -238,6 +238,22 @@ def system_database_url(home: Any, store_url: str | None) -> str:
     return f"sqlite:///{home}/dbos.sqlite"
 
 
+class _Steps:
+    """The seconds each named step of a sequence took (``delete 0.01s, release 0.20s``)."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.parts: list[str] = []
+
+    def took(self, name: str) -> None:
+        now = time.monotonic()
+        self.parts.append(f"{name} {now - self.last:.2f}s")
+        self.last = now
+
+    def __str__(self) -> str:
+        return ", ".join(self.parts)
+
+
 # -- one DBOS per process ------------------------------------------------------------------------
 class _Launch:
     """DBOS is a process-wide singleton: launched by the first engine, destroyed by the last."""
@@ -772,25 +788,31 @@ class DBOSEngine:
                 _fresh_default_executor()
             return
         done, self._finished = self._finished, []
+        steps = _Steps()  # how long each part of the close took, in the log
         try:
             await self._recorded(done)
             if done:
                 await DBOS.delete_workflows_async(done)
         except Exception as exc:  # the records stay; nothing else depends on them
             log.warning("tasks: could not delete %d finished workflow(s): %s", len(done), exc)
+        steps.took("delete")
         for task in (self._beats, self._watcher):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        steps.took("stop")
         try:
             self.scheduler.store.retire(self.executor)
         except Exception as exc:
             log.warning("tasks: could not retire executor %s: %s", self.executor, exc)
+        steps.took("retire")
         self._launched = False
         await asyncio.to_thread(_Launch.release)
+        steps.took("release")
         if self in _ENGINES:  # after the release: until then DBOS may hand it a child
             _ENGINES.remove(self)
         _fresh_default_executor()
+        log.info("tasks: DBOS engine of executor %s closed (%s)", self.executor, steps)
 
     def child_model(self, model: Model) -> Model:
         return DurableModel(model)
