@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kernos.errors import Interrupted as Interrupted
 from kernos.runtime import (
     Config,
     ConfigError,
@@ -318,16 +319,6 @@ def _failed(runtime: Runtime, agent: str, session: Session, exc: Exception) -> R
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class Interrupted(Exception):
-    """The run was stopped by a signal; ``exit_code`` is ``128 + signum`` (130 SIGINT, 143
-    SIGTERM)."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        self.exit_code = 128 + signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
 async def run_until_signal(

@@ -16,16 +16,14 @@ from typing import Any
 
 import regex
 
+from kernos.errors import PatternTooComplex as PatternTooComplex
+
 #: the longest pattern :func:`compile_pattern` accepts, in characters
 MAX_PATTERN_CHARS = 1000
 #: the largest :func:`pattern_size` accepted (a pattern with no counted repeats is its length)
 MAX_PATTERN_SIZE = 20_000
 
 _COUNTED = re.compile(r"\{(\d*)(?:,(\d*))?\}")
-
-
-class PatternTooComplex(ValueError):
-    """A pattern refused before compiling; ``str(error)`` says why and what to do instead."""
 
 
 def pattern_size(pattern: str) -> int:

@@ -22,13 +22,14 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from kernos.boundary._text import clean_value, nesting_depth
+from kernos.errors import ToolError as ToolError
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -41,32 +42,6 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: arguments nested deeper than this are refused before any stage walks them (Python's JSON parser
 #: and encoder recurse; a model can send 10,000 levels in 20 KB of text)
 MAX_ARGUMENT_DEPTH = 100
-
-
-class ToolError(Exception):
-    """A semantic rejection the model should read and act on.
-
-    Args:
-        code: a stable machine code (``prompt_and_tasks``); kept in logs and the store.
-        message: the sentence the model reads; says what is wrong and what to do.
-        details: structured extras for logs and UIs.
-    """
-
-    def __init__(self, code: str, message: str, details: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.details: dict[str, Any] = dict(details or {})
-
-    def __repr__(self) -> str:
-        return f"ToolError(code={self.code!r}, message={self.message!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ToolError):
-            return NotImplemented
-        return (self.code, self.message, self.details) == (other.code, other.message, other.details)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from kernos.cli._common import (
     write_stdout,
 )
 from kernos.cli._table import age
+from kernos.errors import RunTimedOut as RunTimedOut
 
 if TYPE_CHECKING:
     from kernos.runtime import Runtime, SessionEvent
@@ -31,10 +32,6 @@ T = TypeVar("T")
 
 #: ``kernos run`` stopped by ``--timeout`` (or its agent's ``timeout``), as GNU timeout(1) exits
 EXIT_TIMEOUT = 124
-
-
-class RunTimedOut(Exception):
-    """The whole run reached its ``--timeout``; the run and its children were cancelled."""
 
 
 async def capped(work: Awaitable[T], seconds: float | None) -> T:

@@ -13,13 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kernos.compress._tokens import Tokenizer, token_counter
-
-
-class CompressError(Exception):
-    """A protocol step out of order (approve with no draft, or before its review).
-
-    The ``approve`` tool hands the message to the model, so it says what to do next.
-    """
+from kernos.errors import CompressError as CompressError
 
 
 @dataclass(frozen=True)

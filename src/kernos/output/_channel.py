@@ -19,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
+from kernos.errors import ChannelError as ChannelError
 from kernos.output._parse import OutputItem
 from kernos.runtime import ConfigError, WorkspacePolicy
 
@@ -45,13 +46,6 @@ def channel_name_problem(name: object) -> str | None:
     if isinstance(name, str) and CHANNEL_NAME.match(name):
         return None
     return f"channel name {name!r} is not valid"
-
-
-class ChannelError(Exception):
-    """A handler could not send one item; ``str(error)`` is what the model reads, verbatim.
-
-    Example: ``ChannelError("unsupported type 'x'; this channel sends: text, image")``.
-    """
 
 
 class SendStatus(StrEnum):

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kernos.errors import OutputBlocked as OutputBlocked
 from kernos.output._channel import (
     Channel,
     ChannelError,
@@ -39,15 +40,6 @@ logger = logging.getLogger("kernos.output")
 
 _SENT = SendStatus.SENT
 _new_tuple = tuple.__new__
-
-
-class OutputBlocked(Exception):
-    """Raised by a ``before_output`` hook to veto an item: it fails with
-    ``blocked by plugin: <reason>``."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def is_allowed(allowed: Sequence[str] | None, channel: str) -> bool:

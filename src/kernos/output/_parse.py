@@ -13,30 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernos.boundary import identifier, is_blank, non_blank_text
+from kernos.errors import OutputArgumentError as OutputArgumentError
 
 #: The per-call item limit when the config does not set ``[output] max_items``.
 DEFAULT_MAX_ITEMS = 20
 
 #: The type an item has when the call names none.
 DEFAULT_TYPE = "text"
-
-
-class OutputArgumentError(Exception):
-    """The call's arguments cannot be sent as they are; nothing was sent.
-
-    Args:
-        code: ``missing_payload``, ``empty_entry``, ``invalid_entry``, ``length_mismatch``,
-            ``too_many_items`` (parsing), or ``not_authorized``, ``unknown_channel`` (the gate).
-        message: the sentence the model reads; says what to change.
-    """
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def __repr__(self) -> str:
-        return f"OutputArgumentError(code={self.code!r}, message={self.message!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernos.runtime._errors import KernosError
+from kernos.errors import BudgetExceeded as BudgetExceeded
 
 #: ``1h30m``, ``10m``, ``45s``, ``1.5h``; units s/m/h, largest first, each at most once
 _DURATION = re.compile(
@@ -154,25 +154,6 @@ def too_many_tool_calls_text(limit: int) -> str:
         f"Make at most {limit} tool calls per turn; send this call again next turn if you "
         "still need it."
     )
-
-
-class BudgetExceeded(KernosError):
-    """A run reached one of its limits and was stopped before its next model request (or, for
-    ``timeout``, when the time was up).
-
-    Attributes:
-        code: ``budget_exceeded`` (``max_turns``, ``max_tokens``) or ``timeout``.
-        limit: which limit: ``max_turns``, ``max_tokens`` or ``timeout``.
-        value: the limit as configured, as a person reads it (``"3"``, ``"10m"``).
-        used: what the run had used when it was stopped (``"3 model requests"``).
-    """
-
-    def __init__(self, limit: str, value: str, used: str) -> None:
-        self.limit = limit
-        self.value = value
-        self.used = used
-        self.code = "timeout" if limit == "timeout" else "budget_exceeded"
-        super().__init__(f"{self.code}: {limit} = {value} reached ({used})")
 
 
 @dataclass

@@ -43,14 +43,11 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from kernos.errors import CassetteError as CassetteError
 from kernos.runtime._clean import clean_response
 from kernos.runtime._foreign import match_text
 from kernos.runtime._secrets import scrub_text
 from kernos.runtime._store import redact
-
-
-class CassetteError(Exception):
-    """A cassette cannot be read, or cannot answer a request."""
 
 
 def latest_message_text(messages: Sequence[ModelMessage]) -> str:

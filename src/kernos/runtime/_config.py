@@ -17,6 +17,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from kernos.errors import NO_MODEL_MESSAGE as NO_MODEL_MESSAGE
+from kernos.errors import NoModelError as NoModelError
 from kernos.runtime._budget import (
     CHILD_DEFAULTS,
     COUNT_FIX,
@@ -43,22 +45,6 @@ from kernos.runtime._home import (
 from kernos.runtime._home import kernos_home as kernos_home
 from kernos.runtime._home import project_root as project_root
 from kernos.runtime._secrets import register_secrets
-
-
-class NoModelError(ConfigError):
-    """No model was named anywhere."""
-
-    def __init__(self) -> None:
-        super().__init__(None, "default_model", "no model configured", "see below")
-        self.args = (NO_MODEL_MESSAGE,)
-
-    def __str__(self) -> str:
-        return NO_MODEL_MESSAGE
-
-
-NO_MODEL_MESSAGE = (
-    "no model configured: pass --model, set KERNOS_MODEL, or set default_model in kernos.toml"
-)
 
 
 class _Strict(BaseModel):

@@ -39,6 +39,7 @@ from pydantic_ai.exceptions import (
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from kernos.boundary import clean_json_text, clean_text
+from kernos.errors import KernosError
 
 ATTEMPTS = 3  # the openai SDK's default too: one request and two retries
 _MAX_WAIT = 60.0  # a Retry-After longer than this is cut to it (a run should not sleep for hours)
@@ -47,9 +48,10 @@ _LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
 _DUMP = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-class ModelResponseError(UnexpectedModelBehavior):
+class ModelResponseError(UnexpectedModelBehavior, KernosError):
     """The server answered with something that is not a Chat Completion (a malformed stream chunk,
-    a body that is not JSON): ``code`` says which, the message says what to check."""
+    a body that is not JSON): ``code`` says which, the message says what to check. A model
+    failure of pydantic-ai's family, and one of kernos's errors (:mod:`kernos.errors`)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernos.errors import StoreError as StoreError
 from kernos.runtime._dialect import (
     PostgresDialect,
     Row,
@@ -44,7 +45,6 @@ from kernos.runtime._dialect import (
     display_url,
     is_postgres_url,
 )
-from kernos.runtime._errors import ConfigError
 from kernos.runtime._secrets import register_secrets, scrub_text
 
 if TYPE_CHECKING:
@@ -135,21 +135,6 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return scrub_text(value)
     return value
-
-
-class StoreError(ConfigError):
-    """The store cannot be used: its file is damaged, missing a table, or cannot be created.
-
-    A state error (exit 2): the message names the file and says what to do, e.g. move a damaged
-    ``kernos.db`` aside so the next run starts a fresh one.
-    """
-
-    def __init__(self, path: Path | str | None, problem: str, fix: str) -> None:
-        super().__init__(path, "(store)", problem, fix)
-        self.args = (str(self),)
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.problem}; {self.fix}"
 
 
 def _damaged(where: Path | str | None, exc: BaseException) -> StoreError:

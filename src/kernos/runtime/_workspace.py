@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlsplit
 
+from kernos.errors import NotRegularFile as NotRegularFile
+from kernos.errors import WorkspaceRefused as WorkspaceRefused
 from kernos.runtime._errors import ConfigError
 from kernos.runtime._home import kernos_home, project_root
 
@@ -38,14 +40,6 @@ SYSTEM_DENIED = ("/proc", "/sys", "/dev")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _URL_SCHEMES = ("http", "https")
 _SHOWN = 200  # at most this many characters of a model-supplied path in a refusal
-
-
-class WorkspaceRefused(Exception):
-    """The workspace policy refused a model-supplied path, URL or recipient.
-
-    ``str(error)`` is one sentence for the model, e.g. ``attachment refused: /etc/passwd is outside
-    the workspace (roots: /srv/app); send a file inside it``. Nothing refused was read.
-    """
 
 
 def _real(path: str | os.PathLike[str]) -> str:
@@ -362,11 +356,6 @@ class WorkspacePolicy:
             f"uses the {name}:// scheme, which this channel does not take; send the path of a "
             "file in the workspace",
         )
-
-
-class NotRegularFile(OSError):
-    """What :func:`open_regular` opened is not a regular file (a directory, pipe, device or
-    socket), or is no longer the file its path named."""
 
 
 _OPEN_FLAGS = (

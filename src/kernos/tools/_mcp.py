@@ -42,6 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
+from kernos.errors import McpServerError as McpServerError
 from kernos.runtime import KERNOS_SOURCE, Config, ConfigError, McpServerConfig, from_source
 from kernos.tools._limits import cut_text, schema_problem
 from kernos.tools._select import select_mcp_tools
@@ -134,10 +135,6 @@ def mcp_tool_name(server: str, tool: str) -> str:
     """The name a model calls an MCP tool by: ``<server>__<tool>``, sanitized to
     ``^[A-Za-z0-9_-]{1,64}$`` (other characters become ``_``; cut at 64)."""
     return f"{server}__{_UNSAFE.sub('_', tool) or '_'}"[:64]
-
-
-class McpServerError(ConfigError):
-    """An MCP server did not start, or its tools cannot be offered (names collide)."""
 
 
 class McpToolset:

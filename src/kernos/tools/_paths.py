@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from kernos.boundary import ToolError
+from kernos.errors import PathRefused as PathRefused
 from kernos.runtime import WorkspacePolicy, path_problem
 
 #: the default cap on a file a built-in tool reads (checked with ``stat`` before a byte is read)
@@ -27,13 +27,6 @@ _PROBLEMS = {
     "denied": "is kernos' own state or configuration, which tools may not read",
     "hidden": "is hidden (a path component starts with '.'), and hidden paths are not shown",
 }
-
-
-class PathRefused(ToolError):
-    """A model-supplied path the workspace does not allow; the message says what to do instead."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("path_refused", message)
 
 
 class WorkspacePaths(Protocol):
