@@ -144,16 +144,26 @@ def write_project(directory: Path, server: FoundServer | None, *, force: bool) -
     ``.gitignore`` (created if missing, never duplicated).
 
     Raises:
-        ConfigError: ``kernos.toml`` exists and ``force`` is not given.
+        ConfigError: ``kernos.toml`` exists and ``force`` is not given, or a file cannot be
+            read or written (nothing is written when ``.gitignore`` cannot be read).
     """
     target = config_target(directory, force)
     result = InitResult(target, directory / ".gitignore", server)
-    target.write_text(render_config(server), encoding="utf-8")
-    result.written.append(target)
     ignore = result.gitignore
-    current = ignore.read_text(encoding="utf-8") if ignore.is_file() else None
-    updated = gitignore_with_state(current)
-    if updated is not None:
-        ignore.write_text(updated, encoding="utf-8")
-        result.written.append(ignore)
+    try:
+        current = ignore.read_text(encoding="utf-8") if ignore.exists() else None
+        target.write_text(render_config(server), encoding="utf-8")
+        result.written.append(target)
+        updated = gitignore_with_state(current)
+        if updated is not None:
+            ignore.write_text(updated, encoding="utf-8")
+            result.written.append(ignore)
+    except (OSError, UnicodeDecodeError) as exc:
+        where = getattr(exc, "filename", None) or ignore
+        raise ConfigError(
+            where, "kernos init", f"cannot read or write it ({exc.__class__.__name__})", _WRITE_FIX
+        ) from None
     return result
+
+
+_WRITE_FIX = "check that it is a writable text file in a writable directory, then run it again"

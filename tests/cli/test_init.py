@@ -243,3 +243,15 @@ def test_on_a_terminal_with_nothing_found_it_asks(tmp_path: Path) -> None:
         "model": "openai-chat:qwen3",
         "base_url": "http://127.0.0.1:9/v1",
     }
+
+
+def test_an_unreadable_gitignore_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").mkdir()  # a directory where the file should be
+    done = kernos("init", "--base-url", "http://127.0.0.1:9/v1", "-m", "qwen3", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: {tmp_path / '.gitignore'}: kernos init: cannot read or write it "
+        "(IsADirectoryError); check that it is a writable text file in a writable directory, "
+        "then run it again"
+    ]
+    assert not (tmp_path / "kernos.toml").exists()
