@@ -39,3 +39,34 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert "make demo" in text and "make test" in text
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci
+
+
+def test_the_local_server_configs_pass_config_check(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import tomllib
+
+    from tests.conftest import KERNOS
+
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(# kernos.toml for .*?)```", text, flags=re.S)
+    assert [b.split()[3] for b in blocks] == ["Ollama", "vLLM", "llama.cpp"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "KERNOS_MODEL"))}
+    for block in blocks:
+        assert tomllib.loads(block)["default_model"] == "local"
+        (tmp_path / "kernos.toml").write_text(block, encoding="utf-8")
+        done = subprocess.run(
+            [KERNOS, "config", "check"],
+            cwd=tmp_path,
+            env={**env, "KERNOS_HOME": str(tmp_path / ".kernos")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, block + done.stdout + done.stderr
+
+
+def test_the_readme_links_the_generated_config_reference() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert "[docs/config.md](docs/config.md)" in text
+    assert (README.parent / "docs" / "config.md").is_file()

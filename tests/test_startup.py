@@ -76,7 +76,7 @@ COMMAND_MODULES = {
     f"kernos.cli.{name}"
     for name in (
         "run", "demo", "compress", "send", "tools", "mcp", "usage", "worker", "sessions", "tasks",
-        "config",
+        "config", "init",
     )
 }  # fmt: skip
 
@@ -197,7 +197,7 @@ def test_the_tools_of_a_config_without_mcp_servers_load_no_mcp_sdk(tmp_path: Pat
     # `kernos tools`, and load it only for [mcp] servers
     (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
     done, modules = run_light(tmp_path, "tools")
-    assert done.stdout.startswith(("list_files", "read_file", "search_files"))
+    assert done.stdout.startswith("NAME") and "read_file" in done.stdout
     assert "mcp" not in modules
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 #: every command, in the order ``kernos --help`` lists them, and the module whose ``register``
 #: adds it (``send`` adds ``send`` and ``channels``; ``tasks`` and ``config`` are groups)
 COMMANDS = {
+    "init": "init",
     "run": "run",
     "demo": "demo",
     "compress": "compress",

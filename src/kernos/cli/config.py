@@ -39,4 +39,21 @@ def register(app: typer.Typer) -> None:
         err.print(f"config OK: {where}: {shown}", markup=False)
         raise typer.Exit(EXIT_OK)
 
+    @group.command("reference")
+    def reference_command(
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    ) -> None:
+        """Print every table and key of kernos.toml with its default and the commands that read
+        it, as Markdown (docs/config.md is this output)."""
+        import json
+
+        from kernos.runtime._reference import config_reference, reference_record, render_reference
+
+        tables = config_reference()
+        if as_json:
+            write_stdout(json.dumps(reference_record(tables), ensure_ascii=False))
+        else:
+            write_stdout(render_reference(tables))
+        raise typer.Exit(EXIT_OK)
+
     app.add_typer(group, name="config")

@@ -61,14 +61,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             write_stdout(json.dumps({"agent": agent, "tools": rows}, ensure_ascii=False))
         elif rows:
-            width = max(len(r["name"]) for r in rows)
-            source = max(len(r["source"]) for r in rows)
-            write_stdout(
-                "\n".join(
-                    f"{r['name']:<{width}}  {r['source']:<{source}}  {r['description']}"
-                    for r in rows
-                )
-            )
+            from kernos.cli._table import table
+
+            header = ("NAME", "SOURCE", "DESCRIPTION")
+            body = [(r["name"], r["source"], r["description"]) for r in rows]
+            write_stdout(table(header, body))
         err.print(
             f"{len(rows)} tool(s) for agent {agent}, run or spawned as a child; `kernos run` "
             "adds the task tools and the output tools of its allowed channels, a parent's "

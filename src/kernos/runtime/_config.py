@@ -57,9 +57,13 @@ class _Budgeted(_Strict):
     ``max_tool_calls_per_turn`` (the tool calls of one model answer that run); ``0`` is no
     limit, and unset keys take kernos's defaults (``_budget.MAIN_DEFAULTS``/``CHILD_DEFAULTS``)."""
 
+    #: wall-clock limit of one run, a duration (``"30s"``, ``"10m"``, ``"1h30m"``); ``0``: none
     timeout: float | None = None
+    #: model requests one run may make; ``0``: no limit
     max_turns: int | None = None
+    #: input + output tokens one run may use; ``0``: no limit
     max_tokens: int | None = None
+    #: tool calls of one model answer that run (the rest are refused); ``0``: no limit
     max_tool_calls_per_turn: int | None = None
 
     @field_validator("timeout", mode="before")
@@ -86,9 +90,14 @@ class _Budgeted(_Strict):
 class ModelAlias(_Strict):
     """``[models.NAME]``: a named model with its own endpoint."""
 
+    #: the model string (``openai-chat:qwen3``, ``anthropic:claude-sonnet-4-5``, ...)
     model: str
+    #: the OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:11434/v1`` (Ollama)
     base_url: str | None = None
+    #: the environment variable holding the key (the value is never written in the file)
     api_key_env: str | None = None
+    #: children running on this model at once, across processes on one store (its queue's
+    #: limit); unset: ``[tasks] concurrency``
     concurrency: int | None = Field(default=None, ge=0)
     #: ``"pydantic-ai"`` keeps an OpenAI-compatible model on pydantic-ai (default: the lean engine)
     engine: Literal["lean", "pydantic-ai"] | None = None
@@ -103,11 +112,15 @@ class ModelAlias(_Strict):
 class AgentConfig(_Budgeted):
     """``[agents.NAME]`` or ``.kernos/agents/NAME.md``."""
 
+    #: what the agent is for: the ``task`` tool's description shows it to the parent model
     description: str = ""
+    #: the system prompt (an agent file's body)
     instructions: str = ""
+    #: its model string or alias; unset: ``default_model`` (a child: its parent's model)
     model: str | None = None
-    #: names or globs of the tools it may use; ``None`` (no key): the built-in workspace tools
+    #: names or globs of the tools it may use; no key: the built-in workspace tools
     tools: list[str] | None = None
+    #: the channels its ``output_send__*`` tools may use; empty: every channel
     allowed_outputs: list[str] = Field(default_factory=list)
     source: str | None = Field(default=None, exclude=True)
 
@@ -134,15 +147,20 @@ def general_agent() -> AgentConfig:
 class ToolConfig(_Strict):
     """``[tools.NAME]``: a Python function offered to agents as the tool ``NAME``."""
 
+    #: the function, ``module:attribute`` (importable from the project directory)
     function: str
+    #: what the model reads; unset: the function's docstring
     description: str | None = None
 
 
 class CategoryConfig(_Budgeted):
     """``[categories.NAME]``: a generic worker on the category's model."""
 
+    #: what the category is for: the ``task`` tool's description shows it to the parent model
     description: str = ""
+    #: the model its children run on; unset: ``default_model``
     model: str | None = None
+    #: the system prompt of its children
     instructions: str = ""
 
 
@@ -150,7 +168,9 @@ class TasksConfig(_Budgeted):
     """``[tasks]``: sub-agent limits; ``timeout``, ``max_turns``, ``max_tokens`` are every
     child's defaults (an agent's or a category's own keys win)."""
 
+    #: how deep children may spawn children (1: only the top-level session spawns)
     max_depth: int = Field(default=1, ge=0)
+    #: children running at once per model (a ``[models.NAME] concurrency`` wins)
     concurrency: int = Field(default=5, ge=0)
     #: children one run may start (its root session and every descendant; each ``task_send``
     #: revival counts too); past it ``task`` answers ``too_many_children``; ``0``: no limit
@@ -187,6 +207,7 @@ class StoreConfig(_Strict):
     (or ``KERNOS_STORE_URL``, which wins) puts it in PostgreSQL, shared by many processes and
     hosts; absent → the SQLite file ``kernos.db`` in the kernos home."""
 
+    #: ``postgresql://user:password@host:port/database``; unset: SQLite in the kernos home
     url: str | None = None
 
 
@@ -257,14 +278,18 @@ def peek_store_url(root: Path) -> tuple[str, str] | None:
 class OutputConfig(_Strict):
     """``[output]``: limits for ``output_send__*`` calls."""
 
+    #: messages one ``output_send__*`` call may carry
     max_items: int = Field(default=20, ge=1)
 
 
 class WorkspaceConfig(_Strict):
     """``[workspace]``: where model-supplied paths may lead (see :class:`WorkspacePolicy`)."""
 
+    #: the directories model-supplied paths must resolve inside (relative to the config file)
     roots: list[str] = Field(default_factory=lambda: ["."], min_length=1)
+    #: hidden files and directories (``.git``, ``.env``) may be read and attached
     allow_hidden: bool = False
+    #: the largest file a model may attach or read, in bytes
     max_attachment_bytes: int = Field(default=25 * 1024 * 1024, ge=0)
 
 
@@ -275,22 +300,32 @@ class McpServerConfig(_Strict):
     with ``headers``). ``timeout`` bounds the start and each call, in seconds; ``include`` /
     ``exclude`` are globs over the server's own tool names. ``max_result_bytes`` caps the text
     of one result (UTF-8 bytes; the rest is cut with a marker before the model or the store sees
-    it).
-    ``exclude`` are globs over the server's own tool names. ``per_session``: ``kernos mcp`` starts
+    it). ``per_session``: ``kernos mcp`` starts
     one copy per client session instead of one shared by every session (a server that keeps
     per-client state).
     """
 
+    #: a stdio server: the program to start
     command: str | None = None
+    #: its arguments
     args: list[str] = Field(default_factory=list)
+    #: extra environment variables for it (``${ENV}`` references allowed)
     env: dict[str, str] = Field(default_factory=dict)
+    #: its working directory; unset: the project directory
     cwd: str | None = None
+    #: a Streamable HTTP server: its URL
     url: str | None = None
+    #: HTTP headers sent to it (``${ENV}`` references allowed)
     headers: dict[str, str] = Field(default_factory=dict)
+    #: seconds the start and each call may take
     timeout: float = Field(default=60.0, gt=0)
+    #: globs over the server's own tool names to offer; empty: every tool
     include: list[str] = Field(default_factory=list)
+    #: globs over the server's own tool names to leave out
     exclude: list[str] = Field(default_factory=list)
+    #: the UTF-8 bytes of one result's text the model sees (the rest is cut with a marker)
     max_result_bytes: int = Field(default=1_048_576, ge=1024)
+    #: ``kernos mcp`` starts one copy per client session instead of one shared copy
     per_session: bool = False
 
     @model_validator(mode="after")
@@ -348,11 +383,16 @@ _MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 class Config(_Strict):
     """The whole ``kernos.toml``."""
 
+    #: the model when neither ``--model`` nor ``KERNOS_MODEL`` names one: a model string or
+    #: a ``[models.NAME]`` alias
     default_model: str | None = None
+    #: schema-invalid calls of one tool a session answers with a retry prompt before the run fails
     retries: int = Field(default=3, ge=0)
     models: dict[str, ModelAlias] = Field(default_factory=dict)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     categories: dict[str, CategoryConfig] = Field(default_factory=dict)
+    #: ``[channels.NAME]``: an output channel; ``kind`` (``file``, ``webhook``, ``email``,
+    #: ``apprise``, ``onebot``, ``console`` or a plugin's) and that kind's own keys
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
     tools: dict[str, ToolConfig] = Field(default_factory=dict)
     tasks: TasksConfig = Field(default_factory=TasksConfig)

@@ -40,6 +40,8 @@ class FakeOpenAIServer:
         delay: seconds to wait before each answer (settable later; for latency benchmarks).
         host: the address to bind (default loopback), e.g. a virtual link's host end, for
             clients in another network namespace.
+        port: the port to bind (default 0: a free one), e.g. 11434 to stand in for a local
+            Ollama where nothing else can listen (a network namespace of its own).
 
     Example::
 
@@ -48,9 +50,12 @@ class FakeOpenAIServer:
         assert server.tool_results() == ["x found"]
     """
 
-    def __init__(self, *replies: Reply, delay: float = 0.0, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, *replies: Reply, delay: float = 0.0, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.delay = delay
         self.host = host
+        self.port = port
         self._lock = threading.Lock()
         self._script: list[Reply] = list(replies)
         self._requests: list[dict[str, Any]] = []
@@ -64,14 +69,15 @@ class FakeOpenAIServer:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> FakeOpenAIServer:
-        """Bind a free port on :attr:`host` and serve in a daemon thread; returns ``self``.
+        """Bind :attr:`port` (0: a free one) on :attr:`host` and serve in a daemon thread;
+        returns ``self``.
 
         Raises:
             RuntimeError: the server is already running.
         """
         if self._httpd is not None:
             raise RuntimeError("FakeOpenAIServer is already running; call stop() before start()")
-        httpd = _HTTPServer((self.host, 0), _Handler)
+        httpd = _HTTPServer((self.host, self.port), _Handler)
         httpd.fake = self
         thread = threading.Thread(
             target=httpd.serve_forever,
