@@ -153,7 +153,9 @@ async def test_children_still_running_when_the_host_leaves_are_cancelled_not_los
     release = threading.Event()
     server.script(text("late", when=agent_is("EXPLORE-AGENT"), hold=release))
     background: dict[str, Any] = {
-        "prompt": "Background.", "subagent_type": "explore", "run_in_background": True
+        "prompt": "Background.",
+        "subagent_type": "explore",
+        "run_in_background": True,
     }
     try:
         async with connect(project, server) as client:

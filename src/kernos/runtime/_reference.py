@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from kernos.errors import KernosError
 from kernos.runtime._budget import CHILD_DEFAULTS, MAIN_DEFAULTS
 from kernos.runtime._config import AgentConfig, Config, TasksConfig, _Budgeted
 
@@ -63,8 +64,9 @@ class Table:
     keys: list[Key] = field(default_factory=list)
 
 
-class MissingText(ValueError):
-    """A config field has no ``#:`` comment (or a table no docstring) to describe it."""
+class MissingText(KernosError, ValueError):
+    """A config field has no ``#:`` comment (or a table no docstring) to describe it: a mistake
+    in kernos itself, found by its tests."""
 
 
 @cache
