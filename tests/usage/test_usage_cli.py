@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernos.runtime._usage import aggregate, parse_since, summary_line, total
-from kernos.testing import FakeOpenAIServer, text, tool_call
+from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.conftest import KERNOS
 
 CONFIG = """
@@ -103,3 +103,33 @@ def test_aggregation_rules() -> None:
     assert parse_since("1d") == 86400 and parse_since(" 30m ") == 1800
     with pytest.raises(ValueError, match="30m, 12h"):
         parse_since("1 day")
+
+
+@pytest.mark.parametrize("engine", ["lean", "pydantic-ai"])
+def test_a_failed_run_records_its_usage_and_its_session(
+    tmp_path: Path, server: FakeOpenAIServer, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two answers, then the model server refuses the third request: the two responses are
+    counted (run total, ``kernos usage``) and the session is listed with the same tokens, on
+    either engine."""
+    monkeypatch.setenv("KERNOS_ENGINE", engine)
+    (tmp_path / "kernos.toml").write_text(CONFIG.format(model="test"), encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
+    server.script(
+        tool_call("list_files", {"path": "."}),
+        tool_call("read_file", {"path": "notes.txt"}),
+        error(400, "the request is malformed"),
+    )
+    run = kernos(tmp_path, server, "run", "look around")
+    assert run.returncode != 0, run.stderr
+    assert len(server.requests) == 3
+    document = json.loads(kernos(tmp_path, server, "usage", "--json").stdout)
+    summed = document["total"]
+    assert summed["requests"] == 2 and summed["input_tokens"] > 0, run.stderr
+    assert f"tokens: {summed['input_tokens']:,} in / {summed['output_tokens']:,} out" in run.stderr
+    listed = json.loads(kernos(tmp_path, server, "sessions", "--json").stdout)["sessions"]
+    assert len(listed) == 1 and listed[0]["first_prompt"] == "look around"
+    assert (listed[0]["input_tokens"], listed[0]["output_tokens"]) == (
+        summed["input_tokens"],
+        summed["output_tokens"],
+    )

@@ -1,46 +1,22 @@
-"""The ``usage`` table: one row per model response of every session of a run, children included
-(its own migration namespace, so the runtime's and the tasks' schemas stay untouched)."""
+"""The ``usage`` table read back (each row with its task and price), and the run's own rows for
+``kernos run``'s total line. The sessions write the table (:mod:`kernos.runtime._usage_log`)."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from kernos.runtime._usage import price, response_usage
+from kernos.runtime._usage_log import open_usage
+
+__all__ = ["UsageRecorder", "open_usage", "usage_rows", "with_cost"]
 
 if TYPE_CHECKING:
     from kernos.runtime import SessionEvent, Store
 
-MIGRATIONS = [
-    (
-        1,
-        "usage per model response",
-        """
-        CREATE TABLE usage (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            session_id TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            model TEXT,
-            provider TEXT,
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            cached_tokens INTEGER NOT NULL DEFAULT 0,
-            created_at REAL NOT NULL
-        );
-        CREATE INDEX usage_created ON usage(created_at);
-        CREATE INDEX usage_session ON usage(session_id)
-        """,
-    ),
-]
-
-
-def open_usage(store: Store) -> Store:
-    store.migrate("usage", MIGRATIONS)
-    return store
-
 
 class UsageRecorder:
-    """A session-event callback that stores each ``usage`` event and keeps the run's rows."""
+    """A session-event callback that keeps the ``usage`` events' rows of a run (its sessions
+    store them themselves)."""
 
     def __init__(self, store: Store) -> None:
         self.store = open_usage(store)
@@ -49,14 +25,7 @@ class UsageRecorder:
     def __call__(self, event: SessionEvent) -> None:
         if event.kind != "usage":
             return
-        now = time.time()
         for entry in response_usage(event.data.get("responses") or ()):
-            self.store.execute(
-                "INSERT INTO usage (session_id, agent, model, provider, input_tokens,"
-                " output_tokens, cached_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (event.session_id, event.agent, entry["model"], entry["provider"],
-                 entry["input_tokens"], entry["output_tokens"], entry["cached_tokens"], now),
-            )  # fmt: skip
             self.rows.append({**entry, "session_id": event.session_id, "agent": event.agent})
 
     def priced(self) -> list[dict[str, Any]]:
