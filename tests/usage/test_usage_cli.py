@@ -133,3 +133,22 @@ def test_a_failed_run_records_its_usage_and_its_session(
         summed["input_tokens"],
         summed["output_tokens"],
     )
+
+
+def test_tasks_json_carry_each_tasks_tokens_and_cost(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    run_with_a_child(tmp_path, server, "gpt-4o")
+    by_task = json.loads(kernos(tmp_path, server, "usage", "--by", "task", "--json").stdout)
+    (spent,) = [g for g in by_task["groups"] if g["task"].startswith("t_")]
+    (task,) = json.loads(kernos(tmp_path, server, "tasks", "list", "--json").stdout)["tasks"]
+    shown = json.loads(kernos(tmp_path, server, "tasks", "show", task["id"], "--json").stdout)
+    watched = json.loads(kernos(tmp_path, server, "tasks", "watch", "--once", "--json").stdout)
+    (row,) = [r for r in watched["rows"] if r["id"] == task["id"]]
+    keys = ("requests", "input_tokens", "output_tokens", "cached_tokens", "cost")
+    assert task["id"] == spent["task"] and spent["requests"] == 1 and spent["cost"] > 0
+    assert {k: task[k] for k in keys} == {k: spent[k] for k in keys}
+    assert {k: shown["task"][k] for k in keys} == {k: spent[k] for k in keys}
+    assert {k: row[k] for k in keys if k != "cached_tokens"} == {
+        k: spent[k] for k in keys if k != "cached_tokens"
+    }

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kernos.runtime._usage import price, response_usage
@@ -52,3 +53,20 @@ def usage_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
         (since or 0.0,),
     )
     return [with_cost(dict(row)) for row in rows]
+
+
+def session_totals(store: Store, session_ids: Iterable[str | None]) -> dict[str, dict[str, Any]]:
+    """Each session's usage summed (:func:`kernos.runtime._usage.total`: requests, tokens,
+    cost), for the sessions of ``session_ids`` that have usage rows."""
+    from kernos.runtime._usage import total
+
+    wanted = sorted({sid for sid in session_ids if sid})
+    if not wanted:
+        return {}
+    open_usage(store)
+    marks = ", ".join("?" for _ in wanted)
+    rows = store.query(f"SELECT * FROM usage WHERE session_id IN ({marks}) ORDER BY id", wanted)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        found.setdefault(row["session_id"], []).append(with_cost(dict(row)))
+    return {sid: total(rows) for sid, rows in found.items()}
