@@ -244,6 +244,7 @@ def test_json_documents_of_show_and_output(project: Path, server: FakeOpenAIServ
         "id", "status", "residency", "run_epoch", "target_kind", "target", "model", "name",
         "label", "parent_session", "child_session", "depth", "background", "owner_pid", "error",
         "created_at", "started_at", "finished_at", "updated_at", "executor",
+        "requests", "input_tokens", "output_tokens", "cached_tokens", "cost",
     ]  # fmt: skip
     assert (task["target"], task["name"], task["background"]) == ("explore", "survey", True)
     assert task["executor"].rpartition(":")[0] == socket.gethostname()

@@ -157,7 +157,8 @@ def test_sessions_table_and_json(project: Path, server: FakeOpenAIServer) -> Non
     ok(kernos(project, server, "run", "Second question"))
     lines = ok(kernos(project, server, "sessions")).splitlines()
     assert lines[0].split() == [
-        "ID", "AGENT", "MODEL", "TURNS", "TOKENS", "STARTED", "LAST", "ACTIVE", "PROMPT",
+        "ID", "AGENT", "MODEL", "TURNS", "TOKENS", "(IN+OUT)", "STARTED", "LAST", "ACTIVE",
+        "PROMPT",
     ]  # fmt: skip
     assert len(lines) == 3
     columns = [lines[0].index(name) for name in ("AGENT", "MODEL", "TURNS", "PROMPT")]

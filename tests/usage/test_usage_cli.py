@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernos.runtime._usage import aggregate, parse_since, summary_line, total
-from kernos.testing import FakeOpenAIServer, text, tool_call
+from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.conftest import KERNOS
 
 CONFIG = """
@@ -103,3 +103,52 @@ def test_aggregation_rules() -> None:
     assert parse_since("1d") == 86400 and parse_since(" 30m ") == 1800
     with pytest.raises(ValueError, match="30m, 12h"):
         parse_since("1 day")
+
+
+@pytest.mark.parametrize("engine", ["lean", "pydantic-ai"])
+def test_a_failed_run_records_its_usage_and_its_session(
+    tmp_path: Path, server: FakeOpenAIServer, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two answers, then the model server refuses the third request: the two responses are
+    counted (run total, ``kernos usage``) and the session is listed with the same tokens, on
+    either engine."""
+    monkeypatch.setenv("KERNOS_ENGINE", engine)
+    (tmp_path / "kernos.toml").write_text(CONFIG.format(model="test"), encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
+    server.script(
+        tool_call("list_files", {"path": "."}),
+        tool_call("read_file", {"path": "notes.txt"}),
+        error(400, "the request is malformed"),
+    )
+    run = kernos(tmp_path, server, "run", "look around")
+    assert run.returncode != 0, run.stderr
+    assert len(server.requests) == 3
+    document = json.loads(kernos(tmp_path, server, "usage", "--json").stdout)
+    summed = document["total"]
+    assert summed["requests"] == 2 and summed["input_tokens"] > 0, run.stderr
+    assert f"tokens: {summed['input_tokens']:,} in / {summed['output_tokens']:,} out" in run.stderr
+    listed = json.loads(kernos(tmp_path, server, "sessions", "--json").stdout)["sessions"]
+    assert len(listed) == 1 and listed[0]["first_prompt"] == "look around"
+    assert (listed[0]["input_tokens"], listed[0]["output_tokens"]) == (
+        summed["input_tokens"],
+        summed["output_tokens"],
+    )
+
+
+def test_tasks_json_carry_each_tasks_tokens_and_cost(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    run_with_a_child(tmp_path, server, "gpt-4o")
+    by_task = json.loads(kernos(tmp_path, server, "usage", "--by", "task", "--json").stdout)
+    (spent,) = [g for g in by_task["groups"] if g["task"].startswith("t_")]
+    (task,) = json.loads(kernos(tmp_path, server, "tasks", "list", "--json").stdout)["tasks"]
+    shown = json.loads(kernos(tmp_path, server, "tasks", "show", task["id"], "--json").stdout)
+    watched = json.loads(kernos(tmp_path, server, "tasks", "watch", "--once", "--json").stdout)
+    (row,) = [r for r in watched["rows"] if r["id"] == task["id"]]
+    keys = ("requests", "input_tokens", "output_tokens", "cached_tokens", "cost")
+    assert task["id"] == spent["task"] and spent["requests"] == 1 and spent["cost"] > 0
+    assert {k: task[k] for k in keys} == {k: spent[k] for k in keys}
+    assert {k: shown["task"][k] for k in keys} == {k: spent[k] for k in keys}
+    assert {k: row[k] for k in keys if k != "cached_tokens"} == {
+        k: spent[k] for k in keys if k != "cached_tokens"
+    }

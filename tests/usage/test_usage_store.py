@@ -8,8 +8,10 @@ import time
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.usage import RequestUsage
 
-from kernos.cli._usage_store import UsageRecorder, usage_rows
-from kernos.runtime import SessionEvent, Store
+from kernos.cli._usage_store import usage_rows
+from kernos.runtime import Store
+from kernos.runtime._usage import response_usage
+from kernos.runtime._usage_log import record_usage
 from kernos.tasks import TaskStore
 
 
@@ -25,10 +27,10 @@ def test_usage_rows_are_stored_and_joined_with_their_task(store_target: str) -> 
                   "target_kind": "agent", "target": "explore", "model": "openai-chat:gpt-4o",
                   "status": "completed", "residency": "disposed",
                   "created_at": time.time()})  # fmt: skip
-    recorder = UsageRecorder(store)
-    recorder(SessionEvent("s_main", "main", "usage", {"responses": [response(100, 20)]}))
-    recorder(SessionEvent("s_child", "explore", "usage", {"responses": [response(50, 5, 30)]}))
-    recorder(SessionEvent("s_main", "main", "text", {"text": "not usage"}))
+    record_usage(store, "s_main", "main", response_usage([response(100, 20)]), [None])
+    record_usage(store, "s_child", "explore", response_usage([response(50, 5, 30)]), ["r:1"])
+    # a durable run's replay reports its responses again, under the same keys: kept once
+    record_usage(store, "s_child", "explore", response_usage([response(50, 5, 30)]), ["r:1"])
     rows = usage_rows(store, since=time.time() - 60)
     assert [
         (r["session_id"], r["task_id"], r["input_tokens"], r["cached_tokens"]) for r in rows

@@ -1,46 +1,23 @@
-"""The ``usage`` table: one row per model response of every session of a run, children included
-(its own migration namespace, so the runtime's and the tasks' schemas stay untouched)."""
+"""The ``usage`` table read back (each row with its task and price), and the run's own rows for
+``kernos run``'s total line. The sessions write the table (:mod:`kernos.runtime._usage_log`)."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kernos.runtime._usage import price, response_usage
+from kernos.runtime._usage_log import open_usage
+
+__all__ = ["UsageRecorder", "open_usage", "usage_rows", "with_cost"]
 
 if TYPE_CHECKING:
     from kernos.runtime import SessionEvent, Store
 
-MIGRATIONS = [
-    (
-        1,
-        "usage per model response",
-        """
-        CREATE TABLE usage (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            session_id TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            model TEXT,
-            provider TEXT,
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            cached_tokens INTEGER NOT NULL DEFAULT 0,
-            created_at REAL NOT NULL
-        );
-        CREATE INDEX usage_created ON usage(created_at);
-        CREATE INDEX usage_session ON usage(session_id)
-        """,
-    ),
-]
-
-
-def open_usage(store: Store) -> Store:
-    store.migrate("usage", MIGRATIONS)
-    return store
-
 
 class UsageRecorder:
-    """A session-event callback that stores each ``usage`` event and keeps the run's rows."""
+    """A session-event callback that keeps the ``usage`` events' rows of a run (its sessions
+    store them themselves)."""
 
     def __init__(self, store: Store) -> None:
         self.store = open_usage(store)
@@ -49,14 +26,7 @@ class UsageRecorder:
     def __call__(self, event: SessionEvent) -> None:
         if event.kind != "usage":
             return
-        now = time.time()
         for entry in response_usage(event.data.get("responses") or ()):
-            self.store.execute(
-                "INSERT INTO usage (session_id, agent, model, provider, input_tokens,"
-                " output_tokens, cached_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (event.session_id, event.agent, entry["model"], entry["provider"],
-                 entry["input_tokens"], entry["output_tokens"], entry["cached_tokens"], now),
-            )  # fmt: skip
             self.rows.append({**entry, "session_id": event.session_id, "agent": event.agent})
 
     def priced(self) -> list[dict[str, Any]]:
@@ -83,3 +53,20 @@ def usage_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
         (since or 0.0,),
     )
     return [with_cost(dict(row)) for row in rows]
+
+
+def session_totals(store: Store, session_ids: Iterable[str | None]) -> dict[str, dict[str, Any]]:
+    """Each session's usage summed (:func:`kernos.runtime._usage.total`: requests, tokens,
+    cost), for the sessions of ``session_ids`` that have usage rows."""
+    from kernos.runtime._usage import total
+
+    wanted = sorted({sid for sid in session_ids if sid})
+    if not wanted:
+        return {}
+    open_usage(store)
+    marks = ", ".join("?" for _ in wanted)
+    rows = store.query(f"SELECT * FROM usage WHERE session_id IN ({marks}) ORDER BY id", wanted)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        found.setdefault(row["session_id"], []).append(with_cost(dict(row)))
+    return {sid: total(rows) for sid, rows in found.items()}

@@ -28,7 +28,8 @@ def register(app: typer.Typer) -> None:
         config: ConfigOption = None,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
-        """The sessions of this store: id, agent, model, turns, tokens, ages, first prompt."""
+        """The sessions of this store: id, agent, model, turns, tokens (the session's own input +
+        output, a failed run's included, its children's not), ages, first prompt."""
         from kernos.runtime import list_sessions
 
         if limit < 0:
@@ -47,7 +48,10 @@ def register(app: typer.Typer) -> None:
             write_stdout("(no sessions)")
             return
         now = time.time()
-        header = ("ID", "AGENT", "MODEL", "TURNS", "TOKENS", "STARTED", "LAST ACTIVE", "PROMPT")
+        # a session's own responses; children are in `kernos usage --by task`
+        header = (
+            "ID", "AGENT", "MODEL", "TURNS", "TOKENS (IN+OUT)", "STARTED", "LAST ACTIVE", "PROMPT",
+        )  # fmt: skip
         body = [
             (
                 row["id"],

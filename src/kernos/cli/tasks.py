@@ -48,7 +48,11 @@ TASK_KEYS = (
     "id", "status", "residency", "run_epoch", "target_kind", "target", "model", "name", "label",
     "parent_session", "child_session", "depth", "background", "owner_pid", "error",
     "created_at", "started_at", "finished_at", "updated_at", "executor",
+    "requests", "input_tokens", "output_tokens", "cached_tokens", "cost",
 )  # fmt: skip
+
+#: a task's usage keys when its session has no usage row yet
+_NO_USAGE = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "cost": 0.0}
 
 
 @contextmanager
@@ -92,11 +96,21 @@ def _unknown(task_id: str) -> typer.Exit:
     return fail(f"no task {task_id} in the store; see `kernos tasks list`", EXIT_USAGE)
 
 
-def task_record(row: dict[str, Any]) -> dict[str, Any]:
-    """A task row as its ``--json`` object: the documented keys only, booleans as booleans."""
+def task_record(row: dict[str, Any], usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A task row as its ``--json`` object: the documented keys only, booleans as booleans;
+    ``usage``: its child session's summed usage (what ``kernos tasks watch`` shows), the
+    request count, tokens and cost (``None``: a price unknown)."""
     record = {key: row.get(key) for key in TASK_KEYS}
+    record.update({key: (usage or _NO_USAGE)[key] for key in _NO_USAGE})
     record["background"] = bool(record["background"])
     return record
+
+
+def _usage_of(store: TaskStore, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    from kernos.cli._usage_store import session_totals
+
+    with config_errors():
+        return session_totals(store.store, (row.get("child_session") for row in rows))
 
 
 def _event_record(event: dict[str, Any]) -> dict[str, Any]:
@@ -155,8 +169,9 @@ def register(app: typer.Typer) -> None:
             raise fail(f"--limit must be between 1 and {_MAX_LIMIT}; got {limit}")
         with _store(config) as store:
             rows = store.recent(limit)
+            spent = _usage_of(store, rows) if as_json else {}
         if as_json:
-            _dump({"tasks": [task_record(row) for row in rows]})
+            _dump({"tasks": [task_record(row, spent.get(row["child_session"])) for row in rows]})
             return
         if not rows:
             write_stdout("(no tasks)")
@@ -195,8 +210,10 @@ def register(app: typer.Typer) -> None:
             changes = [
                 e for e in store.events(task_id) if e["type"] in ("status", "revived", "residency")
             ]
+            spent = _usage_of(store, [row]) if as_json else {}
         if as_json:
-            record = {**task_record(row), "final_text": row["final_text"]}
+            usage = spent.get(row["child_session"])
+            record = {**task_record(row, usage), "final_text": row["final_text"]}
             _dump({"task": record, "history": [_event_record(e) for e in changes]})
             return
         now = time.time()

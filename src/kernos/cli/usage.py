@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
         config: ConfigOption = None,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
-        """Tokens (input, output, cached) and cost of every model request, grouped."""
+        """Tokens (input, output, cached) and cost of every model response of every session,
+        children included, grouped."""
         from kernos.cli._usage_store import usage_rows
         from kernos.runtime._usage import GROUPS, aggregate, cost_text, parse_since, total
 

@@ -26,12 +26,17 @@ from kernos.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernos.runtime import Runtime
+    from kernos.tasks._scheduler import TaskRecord
 
 
-async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
-    """Execute children from the queues of ``models`` (default: every model) until cancelled."""
+async def serve_worker(runtime: Runtime, models: list[str] | None, quiet: bool = False) -> None:
+    """Execute children from the queues of ``models`` (default: every model) until cancelled;
+    one stderr line when a child is taken and one when it ends (none with ``quiet``)."""
     import asyncio  # on first use: start-up stays light (tests/test_startup.py)
+    import time
 
     from kernos._app import TOOLSETS, _task_toolset, agent_session, child_tools
     from kernos.tasks import TaskManager
@@ -53,6 +58,8 @@ async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
         }
         engine = manager.engine
         assert isinstance(engine, DBOSEngine)
+        if not quiet:
+            engine.on_child = _child_lines(engine.executor, time.monotonic)
         await engine.ready()
         where = ", ".join(listen) if listen is not None else "every model's queue"
         err.print(f"worker {engine.executor} executing {where}", markup=False, highlight=False)
@@ -67,6 +74,27 @@ async def serve_worker(runtime: Runtime, models: list[str] | None) -> None:
                 f"worker {engine.executor} stopped; {left} running {plural} {fate}",
                 markup=False, highlight=False,
             )  # fmt: skip
+
+
+def _child_lines(executor: str, clock: Callable[[], float]) -> Callable[[str, TaskRecord], None]:
+    from kernos.tasks._worker_lines import ended_line, took_line
+
+    started: dict[str, float] = {}
+
+    def say(kind: str, record: TaskRecord) -> None:
+        label = record.name or record.label
+        if kind == "took":
+            started[record.id] = clock()
+            line = took_line(executor, record.id, label, record.model_name)
+        else:
+            seconds = clock() - started.pop(record.id, clock())
+            line = ended_line(
+                executor, record.id, label, record.model_name, str(record.status), seconds,
+                record.leave,
+            )  # fmt: skip
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return say
 
 
 #: how long a stopping worker's clean-up may take by default (a container's usual grace period)
@@ -94,6 +122,12 @@ def register(app: typer.Typer) -> None:
                 "prints every thread's stack and exits 1.",
             ),
         ] = GRACE,
+        quiet: Annotated[
+            bool,
+            typer.Option(
+                "--quiet", "-q", help="No line per child (taken, ended); start and stop only."
+            ),
+        ] = False,
     ) -> None:
         """Execute sub-agent tasks from the shared queues (the DBOS engine) until stopped.
 
@@ -137,7 +171,9 @@ def register(app: typer.Typer) -> None:
 
         try:
             with config_errors():
-                asyncio.run(run_until_signal(serve_worker(runtime, chosen), on_signal=deadline))
+                asyncio.run(
+                    run_until_signal(serve_worker(runtime, chosen, quiet), on_signal=deadline)
+                )
         except Interrupted as stop:
             code = EXIT_OK if stop.signum == signal.SIGTERM else stop.exit_code
             raise typer.Exit(code) from None

@@ -436,6 +436,9 @@ class LeanLoop:
         self._empty_answers = False
         self._tools_key: tuple[int, ...] | None = None
         self._tools_text = ""
+        #: the current run's first message and its replies so far (:meth:`run`)
+        self.start = 0
+        self.replies: list[Reply] = []
 
     # -- history -----------------------------------------------------------------------------
     @property
@@ -472,11 +475,12 @@ class LeanLoop:
             is the session's ``_failure``, raised after the turns are recorded).
         """
         session = self.session
-        start = len(self.messages)
+        start = self.start = len(self.messages)
         self._add({"role": "user", "content": text})
         retries: dict[str, int] = {}
         empty = 0
         replies: list[Reply] = []
+        self.replies = replies  # what a prompt that raises got (the session records it)
         on_delta = self._delta if session.stream else None
         while True:
             if session._stop_requested or not session._before_request():
@@ -574,16 +578,21 @@ class LeanLoop:
         retries[name] = used + 1
 
     # -- what the session records ------------------------------------------------------------
-    def record(self, start: int) -> None:
-        """Record this run's messages (from ``start``) as the pydantic-ai engine does."""
+    def record(self, start: int, *, complete: bool = True) -> None:
+        """Record this run's messages (from ``start``) as the pydantic-ai engine does.
+        ``complete=False``: the run raised; a last answer whose tool calls got no result is
+        left out (a continued session must not send calls with no result)."""
         store = self.session.store
         if store is None:
             return
+        end = len(self.messages)
+        if not complete and end > start and self.messages[-1].get("tool_calls"):
+            end -= 1
         sid, agent = self.session.session_id, self.session.agent
         key = self.session._turn_key  # keyed in a durable run: a replay records nothing twice
         results: list[dict[str, Any]] = []
         pending = self.session._results
-        for message, info in zip(self.messages[start:], self.meta[start:], strict=True):
+        for message, info in zip(self.messages[start:end], self.meta[start:end], strict=True):
             role = message["role"]
             if role == "tool":
                 record: dict[str, Any] = {

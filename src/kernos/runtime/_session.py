@@ -39,6 +39,8 @@ from kernos.runtime._store import Store
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
 from kernos.runtime._trace import span
+from kernos.runtime._usage import response_usage
+from kernos.runtime._usage_log import record_usage
 
 # pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
 # in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
@@ -138,6 +140,9 @@ class Session:
         #: the durable run whose turns are keyed, and how many it recorded (:meth:`key_turns`)
         self._turn_run: str | None = None
         self._turns_keyed = 0
+        self._usage_keyed = 0
+        #: where the current pydantic-ai prompt's messages start in the history
+        self._before = 0
         lean = lean_model_for(model, engine)
         self._lean = None if lean is None else LeanLoop(self, lean)
         self._toolset = KernosToolset(self, self._results.__setitem__)
@@ -213,7 +218,7 @@ class Session:
         """Key the turns recorded from now on ``RUN:1``, ``RUN:2``, … (``None``: unkeyed). A
         durable run replayed after a crash records the turns of its replayed part again, under
         the same keys: the store keeps the first of each, so the history is not doubled."""
-        self._turn_run, self._turns_keyed = run, 0
+        self._turn_run, self._turns_keyed, self._usage_keyed = run, 0, 0
 
     def _turn_key(self) -> str | None:
         if self._turn_run is None:
@@ -328,16 +333,22 @@ class Session:
     async def _run_once(self, text: str) -> str:
         text = clean_text(text)  # argv and stdin can carry lone surrogates too (surrogateescape)
         self.emit("prompt", text=text)
-        if self._lean is not None:
-            final, replies, start = await self._lean.run(text)
-            self.last_text = final
-            self._lean.record(start)
-            responses: list[ModelResponse] = usage_responses(replies)
-        else:
-            final, responses = await self._run_pydantic_ai(text)
+        try:
+            if self._lean is not None:
+                final, replies, start = await self._lean.run(text)
+                self.last_text = final
+                self._lean.record(start)
+                responses: list[ModelResponse] = usage_responses(replies)
+            else:
+                final, responses = await self._run_pydantic_ai(text)
+        except BaseException:
+            # a prompt that fails on the way (a model error, a cancellation) keeps what it got:
+            # its turns so far and the usage of every response that reached kernos
+            self._record_usage(self._record_failed())
+            raise
+        self._record_usage(responses)
         if self.store is not None:
             await self.store.flushed()  # the turns are acknowledged before the prompt returns
-        self.emit("usage", responses=responses)
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure  # after the turns and their usage are recorded
@@ -347,9 +358,36 @@ class Session:
         self.emit("text", text=final)
         return final
 
+    def _record_usage(self, responses: list[ModelResponse]) -> None:
+        """Store one usage row per response (keyed like the turns in a durable run), then emit
+        the ``usage`` event: recorded here, once, whichever process runs the session."""
+        if self.store is not None:
+            entries = response_usage(responses)
+            keys = [self._usage_key() for _ in entries]
+            record_usage(self.store, self.session_id, self.agent, entries, keys)
+        self.emit("usage", responses=responses)
+
+    def _usage_key(self) -> str | None:
+        if self._turn_run is None:
+            return None
+        self._usage_keyed += 1
+        return f"{self._turn_run}:{self._usage_keyed}"
+
+    def _record_failed(self) -> list[ModelResponse]:
+        """Record the turns of a prompt that raised; returns the responses it received."""
+        if self._lean is not None:
+            replies, start = self._lean.replies, self._lean.start
+            self._lean.record(start, complete=False)
+            return usage_responses(replies)
+        # pydantic-ai ends the history of a request that raised with an empty response of its
+        # own (no parts, no model): no answer reached kernos
+        new = [m for m in self._history[self._before :] if not _placeholder(m)]
+        self._record(_complete(new))
+        return [m for m in new if isinstance(m, ModelResponse)]
+
     async def _run_pydantic_ai(self, text: str) -> tuple[str, list[ModelResponse]]:
         assert self._agent is not None
-        before = len(self._history)
+        before = self._before = len(self._history)
         try:
             final = await self._iterate(text)
         except UnexpectedModelBehavior:
@@ -463,6 +501,22 @@ class Session:
                     output_tokens=message.usage.output_tokens,
                     key=self._turn_key(),
                 )
+
+
+def _placeholder(message: ModelMessage) -> bool:
+    return isinstance(message, ModelResponse) and not message.parts and not message.model_name
+
+
+def _complete(messages: Sequence[ModelMessage]) -> Sequence[ModelMessage]:
+    """``messages`` without a last response whose tool calls were never answered (a prompt
+    that failed while its tools ran): a continued session must not send calls with no result."""
+    if (
+        messages
+        and isinstance(messages[-1], ModelResponse)
+        and any(isinstance(p, ToolCallPart) for p in messages[-1].parts)
+    ):
+        return messages[:-1]
+    return messages
 
 
 def _streams(model: Model) -> bool:

@@ -6,7 +6,10 @@ turns; a child task's session has no row (the tasks table is its record). What a
 its rows in ``turns``; a listed session has at least one.
 
 A session row is ``{"id", "agent", "model", "turns", "input_tokens", "output_tokens",
-"started_at", "last_active", "first_prompt"}`` (times in seconds since the epoch).
+"started_at", "last_active", "first_prompt"}`` (times in seconds since the epoch). Its tokens are
+the session's own model responses in the ``usage`` table (:mod:`kernos.runtime._usage_log`), a
+failed prompt's included and its children's not: what ``kernos usage`` counts for it (a
+session with no usage row, recorded before that table existed, counts its turns' tokens).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from typing import Any
 
 from kernos.runtime._store import Store
+from kernos.runtime._usage_log import open_usage
 
 _UPSERT = (
     "INSERT INTO sessions (id, agent, model, created_at) VALUES (?, ?, ?, ?)"
@@ -24,8 +28,10 @@ _UPSERT = (
 _SELECT = """
 SELECT s.id AS id, s.agent AS agent, s.model AS model, s.created_at AS started_at,
        COUNT(t.id) AS turns,
-       COALESCE(SUM(t.input_tokens), 0) AS input_tokens,
-       COALESCE(SUM(t.output_tokens), 0) AS output_tokens,
+       COALESCE((SELECT SUM(u.input_tokens) FROM usage u WHERE u.session_id = s.id),
+                SUM(t.input_tokens), 0) AS input_tokens,
+       COALESCE((SELECT SUM(u.output_tokens) FROM usage u WHERE u.session_id = s.id),
+                SUM(t.output_tokens), 0) AS output_tokens,
        MAX(t.created_at) AS last_active,
        (SELECT f.text FROM turns f WHERE f.session_id = s.id AND f.role = 'user'
         ORDER BY f.id LIMIT 1) AS first_prompt
@@ -44,7 +50,7 @@ def record_session(store: Store, session_id: str, agent: str, model: str) -> Non
 
 def list_sessions(store: Store, limit: int | None = None) -> list[dict[str, Any]]:
     """Top-level sessions with at least one turn, most recently active first."""
-    store.flush()
+    open_usage(store).flush()
     sql = _SELECT.format(join="JOIN", where="")
     if limit is not None:
         sql += " LIMIT ?"
@@ -54,7 +60,7 @@ def list_sessions(store: Store, limit: int | None = None) -> list[dict[str, Any]
 def get_session(store: Store, session_id: str) -> dict[str, Any] | None:
     """The top-level session ``session_id`` (listed even with no turn yet); ``None`` when the
     store has no such session (a child task's session is not one)."""
-    store.flush()
+    open_usage(store).flush()
     sql = _SELECT.format(join="LEFT JOIN", where="WHERE s.id = ?")
     rows = store.query(sql, (session_id,))
     return _row(rows[0]) if rows else None

@@ -119,6 +119,40 @@ _RUNTIME_MIGRATIONS: list[Migration] = [
     ),
 ]
 
+#: the ``usage`` table (:mod:`kernos.runtime._usage_log`): one row per model response, its own
+#: namespace, migrated as the store opens
+USAGE_MIGRATIONS: list[Migration] = [
+    (
+        1,
+        "usage per model response",
+        """
+        CREATE TABLE usage (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT,
+            provider TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX usage_created ON usage(created_at);
+        CREATE INDEX usage_session ON usage(session_id)
+        """,
+    ),
+    (
+        2,
+        "usage keys of durable runs",
+        # a durable run replayed after a crash gets its recorded responses back and reports
+        # them again: each carries a key that is the same on every replay (as turns do)
+        """
+        ALTER TABLE usage ADD COLUMN run_key TEXT;
+        CREATE UNIQUE INDEX usage_run_key ON usage(session_id, run_key)
+        """,
+    ),
+]
+
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|passwd)", re.I)
 
 
@@ -295,6 +329,7 @@ class Store:
                     ddl=True,
                 )
         self.migrate("runtime", _RUNTIME_MIGRATIONS)
+        self.migrate("usage", USAGE_MIGRATIONS)
 
     @classmethod
     def open(cls, home: Path, url: str | None = None) -> Store:

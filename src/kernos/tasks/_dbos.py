@@ -663,6 +663,9 @@ class DBOSEngine:
         self._beats: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self.executor = executor_id()
+        #: told when this process takes another process's child (``"took"``) and when that
+        #: child's run here ends (``"ended"``), with the record (``kernos worker``'s lines)
+        self.on_child: Callable[[str, TaskRecord], None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._launched = False
         self._launching: asyncio.Lock | None = None
@@ -1290,11 +1293,15 @@ class DBOSEngine:
         self.scheduler.watch_cancels()
         for var, value in items:
             var.set(value)
+        if self.on_child is not None:
+            self.on_child("took", record)
         try:
             await self.scheduler.run_child(record, text)
         finally:
             if not record.leave:  # a left workflow's record is what another executor resumes
                 self._finished.append(workflow_id(task_id, epoch))
+            if self.on_child is not None:
+                self.on_child("ended", record)
         try:  # the end in the store before the workflow's: a follower never sees it the other
             await store.store.flushed()  # way round unless no one wrote the end (see _reconcile)
         except Exception as exc:  # kept for the store's retry; the follower's grace covers it

@@ -1,0 +1,53 @@
+"""Every model response that reaches kernos is in the usage table, whichever process ran the
+session: here the children ``kernos mcp`` spawns (``kernos run`` and a failed run are in
+``tests/usage/test_usage_cli.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+
+from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests.conftest import KERNOS
+from tests.serve.conftest import server_env
+from tests.tasks.tasks_helpers import agent_is
+
+CHILD = {"prompt": "List the files.", "subagent_type": "explore", "name": "lister",
+         "run_in_background": False}  # fmt: skip
+
+
+def usage(project: Path, server: FakeOpenAIServer) -> dict[str, object]:
+    env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+    done = subprocess.run(
+        [KERNOS, "usage", "--by", "task", "--json"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    document: dict[str, object] = json.loads(done.stdout)
+    return document
+
+
+async def test_children_of_kernos_mcp_record_their_usage(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    explore = agent_is("EXPLORE-AGENT")
+    server.script(
+        tool_call("list_files", {"path": "."}, when=explore),
+        text("two files", when=explore),
+    )
+    params = StdioServerParameters(
+        command=KERNOS, args=["mcp"], env=server_env(project, server), cwd=str(project)
+    )
+    async with Client(params) as client:
+        answer = await client.call_tool("task", CHILD)
+        assert not answer.is_error, answer.content
+    assert len(server.requests) == 2
+    document = usage(project, server)
+    total = document["total"]
+    assert isinstance(total, dict) and total["requests"] == 2, document
+    (group,) = document["groups"]  # type: ignore[misc]
+    assert group["task"].startswith("t_") and group["input_tokens"] > 0
