@@ -203,6 +203,14 @@ def write_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
+def verbose() -> bool:
+    """Whether the command runs under ``kernos -v`` (the root option)."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().params.get("verbose"))
+
+
 def say_where(cwd: Path | None = None) -> None:
     """``-v``: one stderr line naming the store and the default config, and why those (a
     PostgreSQL store is shown without its password)."""
