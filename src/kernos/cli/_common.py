@@ -203,12 +203,18 @@ def write_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
+#: whether this command runs under ``kernos -v`` (set by the root option's callback)
+_verbose = False
+
+
+def set_verbose(value: bool) -> None:
+    global _verbose
+    _verbose = value
+
+
 def verbose() -> bool:
     """Whether the command runs under ``kernos -v`` (the root option)."""
-    import click
-
-    ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.find_root().params.get("verbose"))
+    return _verbose
 
 
 def say_where(cwd: Path | None = None) -> None:
