@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._usage import price, response_usage
+from kernos.runtime._usage import call_outcome, price, response_usage
 
 if TYPE_CHECKING:
     from kernos.runtime import SessionEvent, Store
@@ -31,6 +31,23 @@ MIGRATIONS = [
         CREATE INDEX usage_session ON usage(session_id)
         """,
     ),
+    (
+        2,
+        "tool calls the boundary repaired or rejected, per model",
+        """
+        CREATE TABLE usage_calls (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT,
+            tool TEXT,
+            repaired INTEGER NOT NULL DEFAULT 0,
+            rejected INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX usage_calls_created ON usage_calls(created_at)
+        """,
+    ),
 ]
 
 
@@ -47,6 +64,9 @@ class UsageRecorder:
         self.rows: list[dict[str, Any]] = []
 
     def __call__(self, event: SessionEvent) -> None:
+        if event.kind == "tool_result":
+            self._call(event)
+            return
         if event.kind != "usage":
             return
         now = time.time()
@@ -58,6 +78,18 @@ class UsageRecorder:
                  entry["input_tokens"], entry["output_tokens"], entry["cached_tokens"], now),
             )  # fmt: skip
             self.rows.append({**entry, "session_id": event.session_id, "agent": event.agent})
+
+    def _call(self, event: SessionEvent) -> None:
+        """A call the boundary repaired (its ``normalized`` event came just before) or rejected
+        with a coded error: one row; other calls are not stored."""
+        repaired, rejected = call_outcome(event.data["result"])
+        if repaired or rejected:
+            self.store.execute(
+                "INSERT INTO usage_calls (session_id, agent, model, tool, repaired, rejected,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (event.session_id, event.agent, event.data.get("model"), event.data.get("name"),
+                 int(repaired), int(rejected), time.time()),
+            )  # fmt: skip
 
     def priced(self) -> list[dict[str, Any]]:
         return [with_cost(r) for r in self.rows]
@@ -83,3 +115,17 @@ def usage_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
         (since or 0.0,),
     )
     return [with_cost(dict(row)) for row in rows]
+
+
+def call_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
+    """Stored repaired / rejected tool calls (oldest first), each with its task id."""
+    from kernos.tasks import TaskStore
+
+    TaskStore(store)
+    open_usage(store)
+    rows = store.query(
+        "SELECT c.*, t.id AS task_id FROM usage_calls c LEFT JOIN tasks t ON t.child_session ="
+        " c.session_id WHERE c.created_at >= ? ORDER BY c.id",
+        (since or 0.0,),
+    )
+    return [dict(row) for row in rows]
