@@ -17,7 +17,6 @@ Errors come in three families (STYLE.md §8):
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import inspect
 import json
@@ -334,7 +333,7 @@ async def call_tool(
     if spec.receipts and not result.repairs:
         repairs = find_repairs(raw_args, prepared)
         if repairs:
-            return dataclasses.replace(result, repairs=repairs)
+            return ToolResult(result.text, result.details, result.is_error, repairs)
     return result
 
 
