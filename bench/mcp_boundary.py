@@ -8,6 +8,10 @@
    ``session.call_tool`` on the same MCP client session directly. Target: ≤ 1.1×.
 2. The schema-derived prepare alone, µs per call, for a 10-property schema (a padded call: blank
    strings, empty arrays, a null, boolean and numeric strings, a nested object).
+3. What recording repair receipts costs (issue 23 §2): the CPU time (``process_time``) of
+   :func:`kernos.boundary.call_tool` on that schema's tool, with receipts (``ToolSpec.receipts``,
+   the default) and without, for the padded call (nine repairs) and for a clean one (none), as a
+   ratio with/without measured in one run, rounds interleaved.
 
 Each figure is the best of several rounds, to keep other processes' noise out.
 """
@@ -15,12 +19,14 @@ Each figure is the best of several rounds, to keep other processes' noise out.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from kernos.boundary import call_tool, schema_prepare
+from kernos.boundary import ToolContext, call_tool, find_repairs, schema_prepare, schema_tool
 from kernos.runtime import McpServerConfig
 from kernos.tools import McpToolset
 
@@ -120,6 +126,40 @@ def prepare_cost() -> None:
     print(f"  {best / n * 1e6:.2f} µs per call  -> {prepare(PADDED)}")
 
 
+async def receipts_cost() -> None:
+    async def answer(args: dict[str, object], ctx: ToolContext) -> str:
+        return "ok"
+
+    with_receipts = schema_tool("lookup", "Look things up.", TEN_PROPERTIES, answer)
+    without = dataclasses.replace(with_receipts, receipts=False)
+    clean = schema_prepare(TEN_PROPERTIES)(PADDED)
+    n = 20_000
+
+    async def cpu(spec: object, raw: str) -> float:
+        start = time.process_time()
+        for _ in range(n):
+            await call_tool(spec, raw)  # type: ignore[arg-type]
+        return time.process_time() - start
+
+    print("repair receipts, call_tool CPU per call (10-property schema tool, trivial execute):")
+    for args in (PADDED, clean):
+        raw = json.dumps(args)
+        found = len((await call_tool(with_receipts, raw)).repairs)
+        label = f"{'padded' if args is PADDED else 'clean'} call ({found} repairs)"
+        best_with = best_without = float("inf")
+        for _ in range(ROUNDS):  # interleaved: a noisy neighbour hits both sides alike
+            best_without = min(best_without, await cpu(without, raw))
+            best_with = min(best_with, await cpu(with_receipts, raw))
+        per_with, per_without = best_with / n * 1e6, best_without / n * 1e6
+        print(f"  {label}: without {per_without:,.1f} µs, with {per_with:,.1f} µs, "
+              f"ratio {per_with / per_without:.3f}x")  # fmt: skip
+    start = time.process_time()
+    for _ in range(n):
+        find_repairs(PADDED, clean)
+    print(f"  find_repairs alone, padded call: {(time.process_time() - start) / n * 1e6:.2f} µs")
+
+
 if __name__ == "__main__":
     prepare_cost()
+    asyncio.run(receipts_cost())
     asyncio.run(mcp_calls())

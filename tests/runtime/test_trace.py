@@ -200,6 +200,29 @@ def test_a_run_with_a_child_exports_the_span_tree(
     assert prompts["explore"]["parent"] == child["span_id"]
 
 
+def test_a_repaired_call_names_its_repairs_on_its_span(
+    server: FakeOpenAIServer, receiver: Receiver, tmp_path: Path
+) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    spawn = {"prompt": "Survey it.", "subagent_type": "explore", "category": "", "model": ""}
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Found three modules.", when=agent_is("EXPLORE-AGENT")),
+        text("Done.", when=agent_is("MAIN-AGENT", "three modules")),
+    )
+    env = run_env(tmp_path, server, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+    done = subprocess.run(
+        [KERNOS, "run", "survey it", "-q"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (call,) = receiver.named("kernos.tool_call")
+    attributes = call["attributes"]
+    assert attributes["kernos.repairs"] == 2
+    assert attributes["kernos.repaired_fields"] == "category, model"
+    assert attributes["kernos.repair_rules"] == "padding, padding"
+
+
 def test_secrets_never_leave_in_a_span(
     server: FakeOpenAIServer, receiver: Receiver, tmp_path: Path
 ) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernos.runtime._usage import aggregate, parse_since, summary_line, total
+from kernos.runtime._usage import add_call_counts, aggregate, parse_since, summary_line, total
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.conftest import KERNOS
 
@@ -152,3 +152,41 @@ def test_tasks_json_carry_each_tasks_tokens_and_cost(
     assert {k: row[k] for k in keys if k != "cached_tokens"} == {
         k: spent[k] for k in keys if k != "cached_tokens"
     }
+
+
+def test_usage_counts_repaired_and_rejected_calls_per_model(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG.format(model="padder"), encoding="utf-8")
+    padded = {**SPAWN, "category": "", "model": "", "load_skills": []}
+    server.script(
+        tool_call("task", padded, when="survey it"),
+        text("The survey found 3 modules.", when=is_child),
+        tool_call("task", '{"prompt": "cut off', when="The survey found 3 modules."),
+        text("Survey: 3 modules.", when="not valid JSON"),
+    )
+    run = kernos(tmp_path, server, "run", "survey it")
+    assert run.returncode == 0, run.stderr
+    document = json.loads(kernos(tmp_path, server, "usage", "--json").stdout)
+    (group,) = document["groups"]
+    assert (group["model"], group["repaired_calls"], group["rejected_calls"]) == ("padder", 1, 1)
+    assert (document["total"]["repaired_calls"], document["total"]["rejected_calls"]) == (1, 1)
+    by_agent = json.loads(kernos(tmp_path, server, "usage", "--by", "agent", "--json").stdout)
+    counts = {g["agent"]: (g["repaired_calls"], g["rejected_calls"]) for g in by_agent["groups"]}
+    assert counts == {"main": (1, 1), "explore": (0, 0)}
+
+
+def test_call_counts_join_their_groups() -> None:
+    groups = [{"model": "m1", "requests": 2}]
+    summed: dict[str, object] = {"requests": 2}
+    calls = [
+        {"model": "m1", "agent": "main", "task_id": None, "repaired": 1, "rejected": 0},
+        {"model": "m1", "agent": "main", "task_id": None, "repaired": 1, "rejected": 1},
+        {"model": None, "agent": "main", "task_id": None, "repaired": 0, "rejected": 1},
+    ]
+    add_call_counts(groups, summed, calls, "model")
+    assert [(g["model"], g["repaired_calls"], g["rejected_calls"]) for g in groups] == [
+        ("m1", 2, 1),
+        ("unknown", 0, 1),
+    ]
+    assert (summed["repaired_calls"], summed["rejected_calls"]) == (2, 2)

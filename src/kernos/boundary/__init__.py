@@ -19,6 +19,7 @@ if typing.TYPE_CHECKING:
         strip_padding,
     )
     from kernos.boundary._regex import PatternTooComplex, compile_pattern
+    from kernos.boundary._repairs import ABSENT, Repair, describe_repairs, find_repairs
     from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
     from kernos.boundary._text import (
         REPLACEMENT,
@@ -39,10 +40,12 @@ if typing.TYPE_CHECKING:
     )
 
 __all__ = [
+    "ABSENT",
     "MAX_ARGUMENT_DEPTH",
     "NULL_WORDS",
     "REPLACEMENT",
     "PatternTooComplex",
+    "Repair",
     "SchemaExecute",
     "ToolContext",
     "ToolError",
@@ -55,6 +58,8 @@ __all__ = [
     "clean_value",
     "compile_pattern",
     "decode_arguments",
+    "describe_repairs",
+    "find_repairs",
     "identifier",
     "is_blank",
     "is_padding_word",
@@ -70,10 +75,12 @@ __all__ = [
 #: name -> private module, imported on first use: the text and padding helpers load neither
 #: pydantic nor asyncio (``kernos channels`` needs only those)
 _EXPORTS = {
+    "ABSENT": "_repairs",
     "MAX_ARGUMENT_DEPTH": "_tool",
     "NULL_WORDS": "_padding",
     "PatternTooComplex": "_regex",
     "REPLACEMENT": "_text",
+    "Repair": "_repairs",
     "SchemaExecute": "_schema",
     "ToolContext": "_tool",
     "ToolError": "_tool",
@@ -86,6 +93,8 @@ _EXPORTS = {
     "clean_value": "_text",
     "compile_pattern": "_regex",
     "decode_arguments": "_tool",
+    "describe_repairs": "_repairs",
+    "find_repairs": "_repairs",
     "identifier": "_padding",
     "is_blank": "_padding",
     "is_padding_word": "_padding",

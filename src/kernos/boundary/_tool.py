@@ -28,6 +28,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from kernos.boundary._repairs import Repair, find_repairs
 from kernos.boundary._text import clean_value, nesting_depth
 from kernos.errors import ToolError as ToolError
 
@@ -46,11 +47,14 @@ MAX_ARGUMENT_DEPTH = 100
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a call produced: ``text`` for the model, ``details`` for logs, UIs and the store."""
+    """What a call produced: ``text`` for the model, ``details`` for logs, UIs and the store,
+    ``repairs`` (what ``prepare`` changed in the arguments sent) for people; never the model.
+    Two results are equal when the model reads the same: ``repairs`` is not compared."""
 
     text: str
     details: dict[str, Any] = field(default_factory=dict)
     is_error: bool = False
+    repairs: tuple[Repair, ...] = field(default=(), compare=False)
 
     @property
     def code(self) -> str | None:
@@ -148,6 +152,9 @@ class ToolSpec(Generic[P]):
             accepted too.
         json_schema: overrides the schema shown to the model (default: from ``params``).
         max_retries: how many schema failures the model may make on this tool in a row.
+        receipts: :func:`call_tool` compares what ``prepare`` gave back with what was sent
+            and puts each change in ``ToolResult.repairs``; ``False`` for a wrapper whose
+            ``prepare`` only packs the arguments for an inner ``call_tool`` (which reports them).
     """
 
     name: str
@@ -158,6 +165,7 @@ class ToolSpec(Generic[P]):
     validate: Validate = _no_validate
     json_schema: dict[str, Any] | None = None
     max_retries: int = 3
+    receipts: bool = True
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.match(self.name):
@@ -278,6 +286,9 @@ async def call_tool(
         spec: the tool.
         raw_args: a dict, or the raw JSON text a provider sent (``None`` and ``""`` mean ``{}``).
         ctx: the call context; a default one is made when omitted.
+
+    The result's ``repairs`` say what ``prepare`` changed (:func:`find_repairs`); its text and
+    details are the same with or without them.
     """
     ctx = ctx or ToolContext()
     try:
@@ -293,6 +304,16 @@ async def call_tool(
             details={"code": "prepare_failed", "stage": "schema", "tool": spec.name},
             is_error=True,
         )
+    result = await _validated_call(spec, prepared, ctx)
+    if spec.receipts and not result.repairs:
+        repairs = find_repairs(raw_args, prepared)
+        if repairs:
+            return ToolResult(result.text, result.details, result.is_error, repairs)
+    return result
+
+
+async def _validated_call(spec: ToolSpec[Any], prepared: Any, ctx: ToolContext) -> ToolResult:
+    """The stages after ``prepare``: schema, semantic, execute."""
     try:
         params = spec.params.model_validate(prepared)
     except ValidationError as exc:

@@ -173,8 +173,9 @@ def _root(
 ) -> None:
     """kernos — run language-model agents with trustworthy tool calls."""
     if verbose:
-        from kernos.cli._common import say_where
+        from kernos.cli._common import say_where, set_verbose
 
+        set_verbose(True)
         say_where()
 
 

@@ -203,6 +203,20 @@ def write_stdout(text: str) -> None:
     sys.stdout.flush()
 
 
+#: whether this command runs under ``kernos -v`` (set by the root option's callback)
+_verbose = False
+
+
+def set_verbose(value: bool) -> None:
+    global _verbose
+    _verbose = value
+
+
+def verbose() -> bool:
+    """Whether the command runs under ``kernos -v`` (the root option)."""
+    return _verbose
+
+
 def say_where(cwd: Path | None = None) -> None:
     """``-v``: one stderr line naming the store and the default config, and why those (a
     PostgreSQL store is shown without its password)."""

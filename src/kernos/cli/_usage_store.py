@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._usage import price, response_usage
+from kernos.runtime._usage import call_outcome, price, response_usage
 from kernos.runtime._usage_log import open_usage
 
-__all__ = ["UsageRecorder", "open_usage", "usage_rows", "with_cost"]
+__all__ = ["UsageRecorder", "call_rows", "open_usage", "usage_rows", "with_cost"]
 
 if TYPE_CHECKING:
     from kernos.runtime import SessionEvent, Store
@@ -24,10 +25,25 @@ class UsageRecorder:
         self.rows: list[dict[str, Any]] = []
 
     def __call__(self, event: SessionEvent) -> None:
+        if event.kind == "tool_result":
+            self._call(event)
+            return
         if event.kind != "usage":
             return
         for entry in response_usage(event.data.get("responses") or ()):
             self.rows.append({**entry, "session_id": event.session_id, "agent": event.agent})
+
+    def _call(self, event: SessionEvent) -> None:
+        """A call the boundary repaired (its ``normalized`` event came just before) or rejected
+        with a coded error: one row; other calls are not stored."""
+        repaired, rejected = call_outcome(event.data["result"])
+        if repaired or rejected:
+            self.store.execute(
+                "INSERT INTO usage_calls (session_id, agent, model, tool, repaired, rejected,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (event.session_id, event.agent, event.data.get("model"), event.data.get("name"),
+                 int(repaired), int(rejected), time.time()),
+            )  # fmt: skip
 
     def priced(self) -> list[dict[str, Any]]:
         return [with_cost(r) for r in self.rows]
@@ -70,3 +86,17 @@ def session_totals(store: Store, session_ids: Iterable[str | None]) -> dict[str,
     for row in rows:
         found.setdefault(row["session_id"], []).append(with_cost(dict(row)))
     return {sid: total(rows) for sid, rows in found.items()}
+
+
+def call_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
+    """Stored repaired / rejected tool calls (oldest first), each with its task id."""
+    from kernos.tasks import TaskStore
+
+    TaskStore(store)
+    open_usage(store)
+    rows = store.query(
+        "SELECT c.*, t.id AS task_id FROM usage_calls c LEFT JOIN tasks t ON t.child_session ="
+        " c.session_id WHERE c.created_at >= ? ORDER BY c.id",
+        (since or 0.0,),
+    )
+    return [dict(row) for row in rows]

@@ -20,6 +20,7 @@ from kernos.cli._common import (
     err,
     fail,
     open_runtime,
+    verbose,
     write_stdout,
 )
 from kernos.cli._table import age
@@ -76,12 +77,20 @@ def one_line(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def activity(event: SessionEvent) -> None:
-    """Tool activity on stderr, one short line each; model text is shown as written (no markup)."""
+def activity(event: SessionEvent, *, receipts: bool = False) -> None:
+    """Tool activity on stderr, one short line each; model text is shown as written (no markup).
+
+    ``receipts`` (``kernos -v``): also a line for each call the boundary repaired."""
     from rich.text import Text
 
     who = Text(event.agent if event.agent == "main" else f"{event.agent}/{event.session_id}", "dim")
-    if event.kind == "tool_call":
+    if event.kind == "normalized":
+        if receipts:
+            from kernos.boundary import describe_repairs
+
+            line = describe_repairs(str(event.data["name"]), event.data["repairs"])
+            err.print(Text.assemble(who, " ~ ", _clip(line, 400)))
+    elif event.kind == "tool_call":
         args = event.data.get("args")
         shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
         err.print(Text.assemble(who, " → ", str(event.data["name"]), " ", _clip(shown)))
@@ -275,13 +284,14 @@ def register(app: typer.Typer) -> None:
             usage = UsageRecorder(runtime.store)
 
         streamed = AnswerStream()
+        receipts = verbose()
 
         def on_event(event: SessionEvent) -> None:
             usage(event)
             if stream:
                 streamed(event)
             if not quiet:
-                activity(event)
+                activity(event, receipts=receipts)
 
         from kernos.runtime._trace import span
 

@@ -23,9 +23,17 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
         """Tokens (input, output, cached) and cost of every model response of every session,
-        children included, grouped."""
-        from kernos.cli._usage_store import usage_rows
-        from kernos.runtime._usage import GROUPS, aggregate, cost_text, parse_since, total
+        children included, grouped; with --json also the tool calls the boundary repaired and
+        those it rejected with a code."""
+        from kernos.cli._usage_store import call_rows, usage_rows
+        from kernos.runtime._usage import (
+            GROUPS,
+            add_call_counts,
+            aggregate,
+            cost_text,
+            parse_since,
+            total,
+        )
 
         if by not in GROUPS:
             raise fail(f"--by {by!r} is not a grouping; use one of: {', '.join(GROUPS)}")
@@ -37,10 +45,12 @@ def register(app: typer.Typer) -> None:
         try:
             with config_errors():
                 rows = usage_rows(runtime.store, start)
+                calls = call_rows(runtime.store, start)
         finally:
             runtime.close()
         groups, summed = aggregate(rows, by), total(rows)
         if as_json:
+            add_call_counts(groups, summed, calls, by)
             document = {"by": by, "since": start, "groups": groups, "total": summed}
             write_stdout(json.dumps(document, ensure_ascii=False))
             return

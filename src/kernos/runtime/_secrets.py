@@ -146,9 +146,20 @@ def scrub_result(result: ToolResult) -> ToolResult:
     """A tool result with its text and details scrubbed (what the model and the store see)."""
     text = scrub_text(result.text)
     details = scrub_value(result.details)
-    if text == result.text and details == result.details:
+    repairs = result.repairs
+    if repairs:  # a receipt shows what was sent: a secret the model sent is scrubbed there too
+        plain = [r.as_dict() for r in repairs]
+        scrubbed = scrub_value(plain)
+        if scrubbed != plain:
+            # a result with repairs came through the boundary, loaded already; the commands
+            # that only read the store (and scrub) never load it (tests/test_startup.py)
+            from kernos.boundary import Repair
+
+            found = (Repair.from_dict(r) for r in scrubbed)
+            repairs = tuple(r for r in found if r is not None)
+    if text == result.text and details == result.details and repairs is result.repairs:
         return result
-    return replace(result, text=text, details=details)
+    return replace(result, text=text, details=details, repairs=repairs)
 
 
 def _token_like(piece: str) -> bool:

@@ -50,7 +50,10 @@ pydantic_ai.BANNER_ENABLED = False
 @dataclass(frozen=True)
 class SessionEvent:
     """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
-    ``tool_result``, ``usage`` (the turn's model responses), ``delta`` (a piece of streamed
+    ``normalized`` (what the boundary changed in a call's arguments, between its ``tool_call``
+    and ``tool_result``: ``name``, ``call_id``, ``model`` and ``repairs``, a tuple of
+    :class:`kernos.boundary.Repair`), ``tool_result`` (``name``, ``call_id``, ``model``,
+    ``result``), ``usage`` (the turn's model responses), ``delta`` (a piece of streamed
     assistant text, ``data["text"]``; only when the session streams; see
     :meth:`Session.emit_delta`), ``text`` or ``idle``."""
 

@@ -151,6 +151,23 @@ USAGE_MIGRATIONS: list[Migration] = [
         CREATE UNIQUE INDEX usage_run_key ON usage(session_id, run_key)
         """,
     ),
+    (
+        3,
+        "tool calls the boundary repaired or rejected, per model",
+        """
+        CREATE TABLE usage_calls (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            model TEXT,
+            tool TEXT,
+            repaired INTEGER NOT NULL DEFAULT 0,
+            rejected INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX usage_calls_created ON usage_calls(created_at)
+        """,
+    ),
 ]
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|passwd)", re.I)

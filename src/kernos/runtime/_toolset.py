@@ -186,11 +186,24 @@ class KernosToolset(AbstractToolset[Any]):
                 result = truncated_call_result(name, cut_off or None)
             result, note = self._repeated(spec, args, result)
             traced.set(is_error=result.is_error, code=result.code, stage=result.stage)
+            if result.repairs:  # what the boundary changed, without the values sent
+                traced.set(
+                    repairs=len(result.repairs),
+                    repaired_fields=", ".join(r.field or "(arguments)" for r in result.repairs),
+                    repair_rules=", ".join(r.rule for r in result.repairs),
+                )
         if (text := clean_text(result.text)) is not result.text:  # tools may echo odd bytes too
             result = dataclasses.replace(result, text=text)
         result = scrub_result(result)  # the model, the store and the events never see a secret
+        model = self._session.model.model_name
+        if result.repairs:  # the receipt: for people, never in the text the model reads
+            self._session.emit(
+                "normalized", name=name, repairs=result.repairs, call_id=tool_call_id, model=model
+            )
         shown = _noted(result, note)
-        self._session.emit("tool_result", name=name, result=shown, call_id=tool_call_id)
+        self._session.emit(
+            "tool_result", name=name, result=shown, call_id=tool_call_id, model=model
+        )
         result = _noted(delimited(result), note)  # a tool kernos did not write: its text is data
         self._on_result(tool_call_id or "", result)
         return result

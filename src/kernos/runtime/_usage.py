@@ -68,6 +68,43 @@ def price(model: str | None, provider: str | None, inp: int, out: int, cached: i
     return float(done.total_price)
 
 
+#: the stages whose coded error rejects a call's arguments (``execute``: the tool itself failed)
+REJECTING_STAGES = frozenset({"json", "schema", "semantic"})
+
+
+def call_outcome(result: Any) -> tuple[bool, bool]:
+    """Whether a tool call's :class:`~kernos.boundary.ToolResult` was repaired by the boundary
+    (it carries repairs) and whether it was rejected with a coded error (arguments, not the tool
+    failing): what ``kernos usage`` counts per model."""
+    repaired = bool(result.repairs)
+    rejected = bool(result.is_error and result.code and result.stage in REJECTING_STAGES)
+    return repaired, rejected
+
+
+def add_call_counts(
+    groups: list[dict[str, Any]], summed: dict[str, Any], calls: Iterable[dict[str, Any]], by: str
+) -> None:
+    """Add ``repaired_calls`` and ``rejected_calls`` to each group and to the total, from tool
+    call rows (``{"model", "agent", "task_id", "repaired", "rejected"}``); a group with calls
+    but no model response of its own is added with zero requests."""
+    found = {g[by]: g for g in groups}
+    for each in (*groups, summed):
+        each.setdefault("repaired_calls", 0)
+        each.setdefault("rejected_calls", 0)
+    for call in calls:
+        key = group_key(call, by)
+        group = found.get(key)
+        if group is None:
+            group = {by: key, "requests": 0, "input_tokens": 0, "output_tokens": 0,
+                    "cached_tokens": 0, "cost": 0.0, "repaired_calls": 0,
+                    "rejected_calls": 0}  # fmt: skip
+            found[key] = group
+            groups.append(group)
+        for into in (group, summed):
+            into["repaired_calls"] += int(bool(call["repaired"]))
+            into["rejected_calls"] += int(bool(call["rejected"]))
+
+
 def group_key(row: dict[str, Any], by: str) -> str:
     if by == "model":
         return row["model"] or "unknown"

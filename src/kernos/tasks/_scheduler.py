@@ -325,6 +325,13 @@ class TaskScheduler:
                 {"name": data.get("name"), "args": data.get("args")},
                 data.get("call_id"),
             )
+        elif event.kind == "normalized":
+            self._child_event(
+                record,
+                "normalized",
+                {"name": data.get("name"), "repairs": [r.as_dict() for r in data["repairs"]]},
+                data.get("call_id"),
+            )
         elif event.kind == "tool_result":
             result = data.get("result")
             self._child_event(
@@ -346,11 +353,15 @@ class TaskScheduler:
         """One transcript event of ``record``'s run. In a durable run it is keyed by its
         ordinal (``EPOCH:N``; prompts, texts and tool calls come in the same order on every
         replay), a tool result by its call's key (``EPOCH:Nr``): a replay's results may come
-        back in another order when a recorded one is returned and an in-flight one re-run."""
+        back in another order when a recorded one is returned and an in-flight one re-run; a
+        receipt by its call's key too (``EPOCH:Nn``), so it does not move the ordinals."""
         key = None
         if record.run_key is not None:
             called = record.calls_keyed.pop(call, None) if kind == "tool_result" and call else None
-            if called is not None:
+            repaired = record.calls_keyed.get(call) if kind == "normalized" and call else None
+            if repaired is not None:
+                key = repaired + "n"
+            elif called is not None:
                 key = called + "r"
             else:
                 record.events_keyed += 1

@@ -25,7 +25,7 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel
 
-from kernos.boundary import ToolContext, ToolResult, ToolSpec, call_tool
+from kernos.boundary import Repair, ToolContext, ToolResult, ToolSpec, call_tool
 from kernos.runtime import scrub_result
 
 #: one recorded call: ``{"text": str, "details": {...}, "is_error": bool}``
@@ -39,11 +39,15 @@ _WRAPPED = "_kernos_stepped"
 def tool_record(result: ToolResult) -> ToolRecord:
     """``result`` as plain JSON; a detail JSON cannot hold is kept as its text."""
     details = json.loads(pydantic_core.to_json(result.details, fallback=str))
-    return {
+    record: ToolRecord = {
         "text": result.text,
         "details": details if isinstance(details, dict) else {},
         "is_error": result.is_error,
     }
+    if result.repairs:  # the receipt comes back with a replayed result too
+        repairs = [r.as_dict() for r in result.repairs]
+        record["repairs"] = json.loads(pydantic_core.to_json(repairs, fallback=str))
+    return record
 
 
 def tool_result(record: Any) -> ToolResult:
@@ -56,10 +60,13 @@ def tool_result(record: Any) -> ToolResult:
             is_error=True,
         )
     details = record.get("details")
+    listed = record.get("repairs")
+    repairs = [Repair.from_dict(r) for r in listed] if isinstance(listed, list) else []
     return ToolResult(
         text=record["text"],
         details=dict(details) if isinstance(details, dict) else {},
         is_error=bool(record.get("is_error")),
+        repairs=tuple(r for r in repairs if r is not None),
     )
 
 
@@ -99,6 +106,7 @@ def stepped(spec: ToolSpec[Any], run: RunStep) -> ToolSpec[Any]:
         prepare=_whole,
         json_schema=inner.schema(),
         max_retries=inner.max_retries,
+        receipts=False,  # the inner call_tool finds them, and the record keeps them
     )
     object.__setattr__(outer, _WRAPPED, inner)  # frozen: the link is set once, here
     return outer

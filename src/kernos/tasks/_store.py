@@ -841,6 +841,14 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
     if kind == "tool_call":
         args = json.dumps(payload.get("args"), ensure_ascii=False, default=str)
         return f"[tool_call] {payload.get('name', '?')} {args}"
+    if kind == "normalized":
+        # `tasks output` reads the store without the boundary; a receipt is rare (startup)
+        from kernos.boundary import Repair, describe_repairs
+
+        listed = payload.get("repairs")
+        found = [Repair.from_dict(r) for r in listed] if isinstance(listed, list) else []
+        line = describe_repairs(str(payload.get("name", "?")), [r for r in found if r])
+        return f"[normalized] {line}"
     if kind == "tool_result":
         mark = " (error)" if payload.get("is_error") else ""
         return f"[tool_result] {payload.get('name', '?')}{mark}: {payload.get('text', '')}"
