@@ -28,6 +28,7 @@ from kernos.cli._table import age
 if TYPE_CHECKING:
     from kernos.cli._usage_store import UsageRecorder
     from kernos.runtime import Runtime, SessionEvent
+    from kernos.runtime._config import ModelPrice
 
 T = TypeVar("T")
 
@@ -182,12 +183,18 @@ class _Report:
     session_id: str | None = None
     answer: str | None = None
     usage: UsageRecorder | None = None
+    #: the configured prices (``[models.NAME] price``), which win over genai-prices'
+    prices: dict[str, ModelPrice] = field(default_factory=dict)
     children: list[dict[str, Any]] = field(default_factory=list)
 
-    def document(self, error: str | None = None, exit_code: int = EXIT_OK) -> dict[str, Any]:
-        from kernos.runtime._usage import total
+    def total(self) -> dict[str, Any]:
+        """This run's requests, tokens and cost so far."""
+        from kernos.runtime._usage import reprice, total
 
-        summed = total(self.usage.priced() if self.usage is not None else ())
+        return total(reprice(self.usage.priced() if self.usage else (), self.prices))
+
+    def document(self, error: str | None = None, exit_code: int = EXIT_OK) -> dict[str, Any]:
+        summed = self.total()
         cost = summed.pop("cost")
         return {
             "answer": self.answer,
@@ -401,6 +408,7 @@ def _run(
     with config_errors():
         usage = UsageRecorder(runtime.store)
     report.usage = usage
+    report.prices = runtime.config.prices()
 
     streamed = AnswerStream()
 
@@ -449,9 +457,9 @@ def _run(
         raise Failure(f"the run was {exc}", exc.exit_code) from None
     except RunTimedOut:
         if not quiet:
-            from kernos.runtime._usage import summary_line, total
+            from kernos.runtime._usage import summary_line
 
-            err.print(summary_line(total(usage.priced())), markup=False)
+            err.print(summary_line(report.total()), markup=False)
         shown = format_duration(seconds or 0)
         where = "--timeout" if timeout is not None else f"agent {agent}'s timeout"
         raise fail(
@@ -463,9 +471,9 @@ def _run(
         runtime.close()
     report.answer = outcome.text
     if not quiet:  # the run went to its end (an error answer included): its total
-        from kernos.runtime._usage import summary_line, total
+        from kernos.runtime._usage import summary_line
 
-        err.print(summary_line(total(usage.priced())), markup=False)
+        err.print(summary_line(report.total()), markup=False)
     for child in outcome.left:  # --no-wait: where each unfinished child's result will be
         fate = (
             "stopped unfinished (lost) as the run ended"

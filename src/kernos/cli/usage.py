@@ -24,7 +24,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Tokens (input, output, cached) and cost of every model request, grouped."""
         from kernos.cli._usage_store import usage_rows
-        from kernos.runtime._usage import GROUPS, aggregate, cost_text, parse_since, total
+        from kernos.runtime._usage import (
+            GROUPS,
+            aggregate,
+            cost_text,
+            parse_since,
+            reprice,
+            total,
+        )
 
         if by not in GROUPS:
             raise fail(f"--by {by!r} is not a grouping; use one of: {', '.join(GROUPS)}")
@@ -35,7 +42,7 @@ def register(app: typer.Typer) -> None:
         runtime = open_runtime(config, store=True)
         try:
             with config_errors():
-                rows = usage_rows(runtime.store, start)
+                rows = reprice(usage_rows(runtime.store, start), runtime.config.prices())
         finally:
             runtime.close()
         groups, summed = aggregate(rows, by), total(rows)
