@@ -75,14 +75,24 @@ ModelOption = Annotated[
 T = TypeVar("T")
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+class Failure(typer.Exit):
+    """An exit that carries its one-line error (as printed, secrets scrubbed), for a command
+    that reports errors in its ``--json`` document too (``kernos run --json``)."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(code)
+        self.message = message
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> Failure:
     """Print a one-line error to stderr and return the exit to raise."""
     from rich.markup import escape
 
     from kernos.runtime import scrub_text  # pydantic comes with it; `--help` needs none
 
-    err.print(f"[bold red]error:[/] {escape(scrub_text(message))}", markup=True, highlight=False)
-    return typer.Exit(code)
+    message = scrub_text(message)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    return Failure(message, code)
 
 
 @contextmanager

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -15,6 +15,7 @@ import typer
 from kernos.cli._common import (
     EXIT_OK,
     ConfigOption,
+    Failure,
     ModelOption,
     config_errors,
     err,
@@ -27,7 +28,9 @@ from kernos.cli._table import age
 from kernos.errors import RunTimedOut as RunTimedOut
 
 if TYPE_CHECKING:
+    from kernos.cli._usage_store import UsageRecorder
     from kernos.runtime import Runtime, SessionEvent
+    from kernos.runtime._config import ModelPrice
 
 T = TypeVar("T")
 
@@ -165,6 +168,71 @@ def _say_interrupted(signum: int) -> None:
     err.print(f"{name} received: cancelling running tasks and stopping", markup=False)
 
 
+#: the keys of the ``kernos run --json`` document, in this order (README "Scriptable output")
+JSON_KEYS = (
+    "answer", "session_id", "agent", "model", "usage", "cost", "children", "error", "exit_code",
+)  # fmt: skip
+#: the keys of each of its ``children`` (every task the run's session and its children spawned)
+CHILD_KEYS = (
+    "id", "parent_session", "child_session", "target_kind", "target", "name", "label", "model",
+    "status", "error",
+)  # fmt: skip
+
+
+@dataclass
+class _Report:
+    """What ``kernos run --json`` prints, filled in as the run gets that far (a run that fails
+    before it starts has no session yet)."""
+
+    agent: str | None = None
+    model: str | None = None
+    session_id: str | None = None
+    answer: str | None = None
+    usage: UsageRecorder | None = None
+    #: the configured prices (``[models.NAME] price``), which win over genai-prices'
+    prices: dict[str, ModelPrice] = field(default_factory=dict)
+    children: list[dict[str, Any]] = field(default_factory=list)
+
+    def total(self) -> dict[str, Any]:
+        """This run's requests, tokens and cost so far."""
+        from kernos.runtime._usage import reprice, total
+
+        return total(reprice(self.usage.priced() if self.usage else (), self.prices))
+
+    def document(self, error: str | None = None, exit_code: int = EXIT_OK) -> dict[str, Any]:
+        summed = self.total()
+        cost = summed.pop("cost")
+        return {
+            "answer": self.answer,
+            "session_id": self.session_id,
+            "agent": self.agent,
+            "model": self.model,
+            "usage": summed,
+            "cost": cost,
+            "children": self.children,
+            "error": error,
+            "exit_code": exit_code,
+        }
+
+
+def _spawned(runtime: Runtime, session_id: str, since: float) -> list[dict[str, Any]]:
+    """Every task ``session_id`` spawned from ``since`` on, and their children in turn, as
+    ``CHILD_KEYS`` records (the store's latest status), parents before their children."""
+    from kernos.tasks import TaskStore
+
+    tasks = TaskStore(runtime.store)
+    found: list[dict[str, Any]] = []
+    parents = [session_id]
+    while parents:
+        for row in tasks.children(parents.pop(0)):
+            if row["created_at"] < since:
+                continue  # a child of an earlier run of this session (--continue)
+            found.append({key: row.get(key) for key in CHILD_KEYS})
+            if row["child_session"]:
+                parents.append(row["child_session"])
+    return found
+
+
 @dataclass(frozen=True)
 class _Resumed:
     session_id: str
@@ -257,51 +325,120 @@ def register(app: typer.Typer) -> None:
                 help="Write the answer to stdout as it arrives (--no-stream: once, at the end).",
             ),
         ] = True,
+        as_json: Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help="Print one JSON document at the end instead of the answer (nothing streams "
+                "to stdout): answer, session_id, agent, model, usage (requests, input_tokens, "
+                "output_tokens, cached_tokens), cost (USD, null when unknown), children (id, "
+                "parent_session, child_session, target_kind, target, name, label, model, status, "
+                "error), error (null, or the error line; the exit code stays the same) and "
+                "exit_code.",
+            ),
+        ] = False,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
-        import asyncio
-
-        from kernos._app import Interrupted, run_agent, run_until_signal
-        from kernos.runtime import format_duration
-
-        seconds = _timeout_seconds(timeout)
-        if prompt == "-":
-            prompt = sys.stdin.read()
-        if not prompt.strip():
-            raise fail("PROMPT is empty; pass what the agent should do")
-        if continue_last and session_id is not None:
-            raise fail("--continue and --session both pick a session; pass one of them")
-        runtime = open_runtime(config, model, record, store=True)
+        report = _Report()
         try:
-            resumed = _resumed(runtime, session_id, continue_last, agent, quiet)
-        except typer.Exit:
-            runtime.close()
+            _run(
+                report,
+                prompt,
+                model=model,
+                agent=agent,
+                config=config,
+                record=record,
+                no_wait=no_wait,
+                quiet=quiet,
+                continue_last=continue_last,
+                session_id=session_id,
+                timeout=timeout,
+                stream=stream and not as_json,
+                as_json=as_json,
+            )
+        except Failure as exc:
+            if as_json:
+                _dump(report.document(exc.message, exc.exit_code))
             raise
-        agent = agent or (resumed.agent if resumed else "main")
-        from kernos.cli._usage_store import UsageRecorder
+        if as_json:
+            _dump(report.document())
+        raise typer.Exit(EXIT_OK)
 
-        with config_errors():
-            usage = UsageRecorder(runtime.store)
 
-        streamed = AnswerStream()
-        receipts = verbose()
+def _dump(document: dict[str, Any]) -> None:
+    write_stdout(json.dumps(document, ensure_ascii=False, default=str))
 
-        def on_event(event: SessionEvent) -> None:
-            usage(event)
-            if stream:
-                streamed(event)
-            if not quiet:
-                activity(event, receipts=receipts)
 
-        from kernos.runtime._trace import span
+def _run(
+    report: _Report,
+    prompt: str,
+    *,
+    model: str | None,
+    agent: str | None,
+    config: Path | None,
+    record: Path | None,
+    no_wait: bool,
+    quiet: bool,
+    continue_last: bool,
+    session_id: str | None,
+    timeout: str | None,
+    stream: bool,
+    as_json: bool,
+) -> None:
+    """``kernos run`` up to its answer, filling ``report`` as it goes; a failure is raised as
+    the :class:`Failure` whose line is already on stderr."""
+    import asyncio
 
-        try:
-            with config_errors(), span("kernos.run", agent=agent, model=model) as traced:
-                runtime.config.agent(agent)
-                runtime.model(runtime.model_name(agent))
-                traced.set(model=runtime.model_name(agent))
-                if timeout is None:
-                    seconds = runtime.config.agent_budget(agent).timeout
+    from kernos._app import Interrupted, run_agent, run_until_signal
+    from kernos.runtime import format_duration, new_session_id
+
+    seconds = _timeout_seconds(timeout)
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise fail("PROMPT is empty; pass what the agent should do")
+    if continue_last and session_id is not None:
+        raise fail("--continue and --session both pick a session; pass one of them")
+    runtime = open_runtime(config, model, record, store=True)
+    try:
+        resumed = _resumed(runtime, session_id, continue_last, agent, quiet)
+    except typer.Exit:
+        runtime.close()
+        raise
+    agent = agent or (resumed.agent if resumed else "main")
+    report.agent = agent
+    # known before the run starts, so a run stopped on the way still names its session
+    run_id = resumed.session_id if resumed else new_session_id()
+    from kernos.cli._usage_store import UsageRecorder
+
+    with config_errors():
+        usage = UsageRecorder(runtime.store)
+    report.usage = usage
+    report.prices = runtime.config.prices()
+
+    streamed = AnswerStream()
+    receipts = verbose()
+
+    def on_event(event: SessionEvent) -> None:
+        usage(event)
+        if stream:
+            streamed(event)
+        if not quiet:
+            activity(event, receipts=receipts)
+
+    from kernos.runtime._trace import span
+
+    started = time.time()
+    try:
+        with config_errors(), span("kernos.run", agent=agent, model=model) as traced:
+            runtime.config.agent(agent)
+            report.model = runtime.model_name(agent)
+            runtime.model(report.model)
+            traced.set(model=report.model)
+            if timeout is None:
+                seconds = runtime.config.agent_budget(agent).timeout
+            report.session_id = run_id
+            try:
                 outcome = asyncio.run(
                     run_until_signal(
                         capped(
@@ -311,7 +448,7 @@ def register(app: typer.Typer) -> None:
                                 agent=agent,
                                 wait=not no_wait,
                                 on_event=on_event,
-                                session_id=resumed.session_id if resumed else None,
+                                session_id=run_id,
                                 history=resumed.history if resumed else (),
                                 stream=stream,
                             ),
@@ -320,43 +457,45 @@ def register(app: typer.Typer) -> None:
                         on_signal=_say_interrupted,
                     )
                 )
-                traced.set(session_id=outcome.session_id, error=outcome.error)
-        except Interrupted as exc:
-            raise typer.Exit(exc.exit_code) from None
-        except RunTimedOut:
-            if not quiet:
-                from kernos.runtime._usage import summary_line, total
+            finally:
+                report.children = _spawned(runtime, run_id, started)
+            traced.set(session_id=outcome.session_id, error=outcome.error)
+    except Interrupted as exc:
+        raise Failure(f"the run was {exc}", exc.exit_code) from None
+    except RunTimedOut:
+        if not quiet:
+            from kernos.runtime._usage import summary_line
 
-                err.print(summary_line(total(usage.priced())), markup=False)
-            shown = format_duration(seconds or 0)
-            where = "--timeout" if timeout is not None else f"agent {agent}'s timeout"
-            raise fail(
-                f"the run reached its {where} of {shown} and was stopped; its running children "
-                "were cancelled (raise the limit to let it finish)",
-                EXIT_TIMEOUT,
-            ) from None
-        finally:
-            runtime.close()
-        if not quiet:  # the run went to its end (an error answer included): its total
-            from kernos.runtime._usage import summary_line, total
+            err.print(summary_line(report.total()), markup=False)
+        shown = format_duration(seconds or 0)
+        where = "--timeout" if timeout is not None else f"agent {agent}'s timeout"
+        raise fail(
+            f"the run reached its {where} of {shown} and was stopped; its running children "
+            "were cancelled (raise the limit to let it finish)",
+            EXIT_TIMEOUT,
+        ) from None
+    finally:
+        runtime.close()
+    report.answer = outcome.text
+    if not quiet:  # the run went to its end (an error answer included): its total
+        from kernos.runtime._usage import summary_line
 
-            err.print(summary_line(total(usage.priced())), markup=False)
-        for child in outcome.left:  # --no-wait: where each unfinished child's result will be
-            fate = (
-                "stopped unfinished (lost) as the run ended"
-                if child.status == "lost"
-                else f"left to the workers ({child.status})"
-            )
-            err.print(
-                f"child {child.id} ({child.label}) {fate}; read it with "
-                f"`kernos tasks output {child.id}`",
-                markup=False,
-                highlight=False,
-            )
-        if stream:
-            streamed.finish(outcome.text)
-        elif outcome.text:
-            write_stdout(outcome.text)
-        if outcome.error:
-            raise fail(f"the run failed: {outcome.error}", outcome.exit_code)
-        raise typer.Exit(EXIT_OK)
+        err.print(summary_line(report.total()), markup=False)
+    for child in outcome.left:  # --no-wait: where each unfinished child's result will be
+        fate = (
+            "stopped unfinished (lost) as the run ended"
+            if child.status == "lost"
+            else f"left to the workers ({child.status})"
+        )
+        err.print(
+            f"child {child.id} ({child.label}) {fate}; read it with "
+            f"`kernos tasks output {child.id}`",
+            markup=False,
+            highlight=False,
+        )
+    if stream:
+        streamed.finish(outcome.text)
+    elif outcome.text and not as_json:
+        write_stdout(outcome.text)
+    if outcome.error:
+        raise fail(f"the run failed: {outcome.error}", outcome.exit_code)

@@ -20,8 +20,14 @@ JSON_KEYS = (
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("sessions")
+    group = typer.Typer(
+        help="The sessions of this store, and one session's transcript (show ID).",
+        invoke_without_command=True,
+    )
+
+    @group.callback()
     def sessions_command(
+        ctx: typer.Context,
         limit: Annotated[
             int, typer.Option("--limit", "-n", help="Show at most N sessions (0: all).")
         ] = 20,
@@ -30,39 +36,93 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The sessions of this store: id, agent, model, turns, tokens (the session's own input +
         output, a failed run's included, its children's not), ages, first prompt."""
-        from kernos.runtime import list_sessions
+        if ctx.invoked_subcommand is None:
+            _list(limit, config, as_json)
 
-        if limit < 0:
-            raise fail(f"-n {limit} is negative; pass how many sessions to show, or 0 for all")
+    @group.command("show")
+    def show_command(
+        session_id: Annotated[str, typer.Argument(help="A session id (s_…).")],
+        config: ConfigOption = None,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    ) -> None:
+        """A session's transcript (turns, tool calls and results), then the tasks it spawned."""
+        from kernos.cli.tasks import task_record
+        from kernos.runtime import get_session
+        from kernos.runtime._sessions import session_events
+        from kernos.tasks import TaskStore, render_event
+
         runtime = open_runtime(config, store=True)
         try:
             with config_errors():
-                rows = list_sessions(runtime.store, limit or None)
+                row = get_session(runtime.store, session_id)
+                if row is None:
+                    raise fail(
+                        f"there is no session {session_id} in this store ({runtime.home}); "
+                        "`kernos sessions` lists them"
+                    )
+                events = session_events(runtime.store.turns(session_id))
+                children = TaskStore(runtime.store).children(session_id)
         finally:
             runtime.close()
         if as_json:
-            document = {"sessions": [{key: row[key] for key in JSON_KEYS} for row in rows]}
-            write_stdout(json.dumps(document, ensure_ascii=False))
+            document = {
+                "session": {key: row[key] for key in JSON_KEYS},
+                "events": [
+                    {"type": kind, "text": render_event(kind, payload), "payload": payload}
+                    for kind, payload in events
+                ],
+                "children": [task_record(child) for child in children],
+            }
+            write_stdout(json.dumps(document, ensure_ascii=False, default=str))
             return
-        if not rows:
-            write_stdout("(no sessions)")
-            return
-        now = time.time()
-        # a session's own responses; children are in `kernos usage --by task`
-        header = (
-            "ID", "AGENT", "MODEL", "TURNS", "TOKENS (IN+OUT)", "STARTED", "LAST ACTIVE", "PROMPT",
-        )  # fmt: skip
-        body = [
-            (
-                row["id"],
-                row["agent"],
-                row["model"] or "-",
-                count(row["turns"]),
-                count(row["input_tokens"] + row["output_tokens"]),
-                age(row["started_at"], now),
-                age(row["last_active"], now),
-                one_line(row["first_prompt"], 48),
-            )
-            for row in rows
+        lines = [line for kind, payload in events for line in _lines(render_event(kind, payload))]
+        lines += [
+            f"[task] {c['id']} {c['status']} {c['target_kind']}:{c['target']} — {c['label']}"
+            for c in children
         ]
-        write_stdout(table(header, body))
+        write_stdout("\n".join(lines) if lines else "(no turns)")
+
+    app.add_typer(group, name="sessions")
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines() or [""]
+
+
+def _list(limit: int, config: ConfigOption, as_json: bool) -> None:
+    from kernos.runtime import list_sessions
+
+    if limit < 0:
+        raise fail(f"-n {limit} is negative; pass how many sessions to show, or 0 for all")
+    runtime = open_runtime(config, store=True)
+    try:
+        with config_errors():
+            rows = list_sessions(runtime.store, limit or None)
+    finally:
+        runtime.close()
+    if as_json:
+        document = {"sessions": [{key: row[key] for key in JSON_KEYS} for row in rows]}
+        write_stdout(json.dumps(document, ensure_ascii=False))
+        return
+    if not rows:
+        write_stdout("(no sessions)")
+        return
+    now = time.time()
+    # a session's own responses; children are in `kernos usage --by task`
+    header = (
+        "ID", "AGENT", "MODEL", "TURNS", "TOKENS (IN+OUT)", "STARTED", "LAST ACTIVE", "PROMPT",
+    )  # fmt: skip
+    body = [
+        (
+            row["id"],
+            row["agent"],
+            row["model"] or "-",
+            count(row["turns"]),
+            count(row["input_tokens"] + row["output_tokens"]),
+            age(row["started_at"], now),
+            age(row["last_active"], now),
+            one_line(row["first_prompt"], 48),
+        )
+        for row in rows
+    ]
+    write_stdout(table(header, body))

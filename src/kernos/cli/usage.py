@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
             aggregate,
             cost_text,
             parse_since,
+            reprice,
             total,
         )
 
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
         runtime = open_runtime(config, store=True)
         try:
             with config_errors():
-                rows = usage_rows(runtime.store, start)
+                rows = reprice(usage_rows(runtime.store, start), runtime.config.prices())
                 calls = call_rows(runtime.store, start)
         finally:
             runtime.close()

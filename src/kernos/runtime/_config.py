@@ -12,7 +12,7 @@ import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -87,6 +87,20 @@ class _Budgeted(_Strict):
             raise PydanticCustomError("count", str(exc)) from None
 
 
+#: a price per million tokens: a number (an integer or a decimal), 0 or more
+_PerMillion = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+
+
+class ModelPrice(_Strict):
+    """``[models.NAME] price = { input = 0.15, output = 0.60 }``: USD per million tokens, for a
+    model genai-prices does not know (or to override it); ``cached`` is the price of cached input
+    tokens (default: ``input``)."""
+
+    input: _PerMillion
+    output: _PerMillion
+    cached: _PerMillion | None = None
+
+
 class ModelAlias(_Strict):
     """``[models.NAME]``: a named model with its own endpoint."""
 
@@ -107,6 +121,8 @@ class ModelAlias(_Strict):
     request_timeout: float = Field(default=600.0, gt=0)
     #: answers with no text and no tool call retried before the run fails
     empty_retries: int = Field(default=2, ge=0)
+    #: its price per million tokens; wins over genai-prices' data for this model
+    price: ModelPrice | None = None
 
 
 class AgentConfig(_Budgeted):
@@ -430,6 +446,19 @@ class Config(_Strict):
         alias = self.models.get(model)
         return alias.empty_retries if alias is not None else 2
 
+    def prices(self) -> dict[str, ModelPrice]:
+        """Each configured ``price`` under every name a usage row may carry for its model: the
+        alias, its model string, and that string without its provider (``openai-chat:qwen3``
+        is recorded as ``qwen3``). The first alias wins a name two of them share."""
+        found: dict[str, ModelPrice] = {}
+        for name, alias in self.models.items():
+            if alias.price is None:
+                continue
+            for key in (name, alias.model, alias.model.partition(":")[2]):
+                if key:
+                    found.setdefault(key, alias.price)
+        return found
+
     def agent(self, name: str) -> AgentConfig:
         """The agent called ``name``; ``main`` and ``general`` exist even when not configured."""
         if name in self.agents:
@@ -583,14 +612,18 @@ def _validate(
     """``data`` as ``model``; each problem is appended to ``problems`` and its value dropped, so
     the rest is still validated (and checked further) in the same pass."""
     data = copy.deepcopy(data)
+    dropped: set[tuple[Any, ...]] = set()
     for depth in (99, 99, 2, 1):
         try:
             return model.model_validate(data)
         except ValidationError as exc:
             issues = exc.errors(include_url=False)
-            new = [_validation_problem(file, prefix, i, model) for i in issues]
+            # a required key whose bad value was dropped is not missing too: said once
+            said = [i for i in issues if i["type"] != "missing" or tuple(i["loc"]) not in dropped]
+            new = [_validation_problem(file, prefix, i, model) for i in said]
             problems.extend(p for p in new if all(str(p) != str(q) for q in problems))
             for issue in issues:
+                dropped.add(tuple(issue["loc"]))
                 _drop(data, tuple(issue["loc"]), depth)
     return model.model_validate({})
 

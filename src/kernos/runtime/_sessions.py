@@ -14,6 +14,7 @@ session with no usage row, recorded before that table existed, counts its turns'
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -79,3 +80,38 @@ def _row(row: Any) -> dict[str, Any]:
     item["input_tokens"] = int(item["input_tokens"] or 0)
     item["output_tokens"] = int(item["output_tokens"] or 0)
     return item
+
+
+def session_events(turns: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """A session's stored turns (:meth:`kernos.runtime.Store.turns`) as transcript events, the
+    ``(type, payload)`` pairs a child task's transcript is made of (``message``, ``tool_call``,
+    ``tool_result``), so ``kernos sessions show`` renders them as ``kernos tasks output`` does."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    for turn in turns:
+        role = turn.get("role")
+        if role in ("user", "assistant") and turn.get("text"):
+            events.append(("message", {"role": role, "text": turn["text"]}))
+        calls = (turn.get("tool_calls") or ()) if role == "assistant" else ()
+        for call in calls:
+            events.append(
+                ("tool_call", {"id": call.get("id"), "name": call.get("name"),
+                               "args": _arguments(call.get("args"))})
+            )  # fmt: skip
+        results = (turn.get("tool_results") or ()) if role == "tool" else ()
+        for result in results:
+            events.append(
+                ("tool_result", {"id": result.get("id"), "name": result.get("name"),
+                                 "text": result.get("text", "")})
+            )  # fmt: skip
+    return events
+
+
+def _arguments(args: Any) -> Any:
+    """A call's arguments as the model sent them: its JSON text decoded when it is JSON (shown
+    as an object, as a child's transcript shows them), else the text as it was."""
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args

@@ -8,8 +8,11 @@ A usage row is ``{"session_id", "task_id", "agent", "model", "provider", "input_
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernos.runtime._config import ModelPrice
 
 GROUPS = ("model", "agent", "task")
 
@@ -103,6 +106,32 @@ def add_call_counts(
         for into in (group, summed):
             into["repaired_calls"] += int(bool(call["repaired"]))
             into["rejected_calls"] += int(bool(call["rejected"]))
+
+
+def configured_cost(price: ModelPrice, inp: int, out: int, cached: int) -> float:
+    """The cost in USD of one response at a configured price (USD per million tokens); cached
+    input tokens (part of ``inp``) at the ``cached`` price when one is set."""
+    cached = min(cached, inp)
+    cached_rate = price.input if price.cached is None else price.cached
+    return ((inp - cached) * price.input + cached * cached_rate + out * price.output) / 1e6
+
+
+def reprice(
+    rows: Iterable[dict[str, Any]], prices: Mapping[str, ModelPrice]
+) -> list[dict[str, Any]]:
+    """``rows`` with the cost of each row whose model has a configured price (``[models.NAME]
+    price``, :meth:`kernos.runtime.Config.prices`) set from it: a configured price wins over
+    genai-prices' data; other rows keep their cost."""
+    priced = []
+    for row in rows:
+        price = prices.get(row["model"] or "")
+        if price is not None:
+            cost = configured_cost(
+                price, row["input_tokens"], row["output_tokens"], row["cached_tokens"]
+            )
+            row = {**row, "cost": cost}
+        priced.append(row)
+    return priced
 
 
 def group_key(row: dict[str, Any], by: str) -> str:
