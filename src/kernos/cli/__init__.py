@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 #: adds it (``send`` adds ``send`` and ``channels``; ``tasks`` and ``config`` are groups)
 COMMANDS = {
     "run": "run",
+    "chat": "chat",
     "demo": "demo",
     "compress": "compress",
     "send": "send",
