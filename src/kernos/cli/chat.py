@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kernos.cli._common import EXIT_OK, ConfigOption, ModelOption, config_errors, err, fail
+from kernos.cli._common import (
+    EXIT_OK,
+    ConfigOption,
+    ModelOption,
+    config_errors,
+    err,
+    fail,
+    stderr_console,
+)
 from kernos.cli.run import AnswerStream, _resumed, activity
 
 if TYPE_CHECKING:
@@ -137,8 +145,16 @@ def register(app: typer.Typer) -> None:
                 runtime.config.agent(agent)
                 runtime.model(runtime.model_name(agent))
             streams = [AnswerStream()]
+            from kernos.cli._waiting import WaitStatus
+
+            # a slow model request's status line (a terminal only; -q: none)
+            waiting = WaitStatus(
+                stderr_console(), text_shown=sys.stdout.isatty(), enabled=not quiet
+            )
+            waiting.active = False
 
             def on_event(event: SessionEvent) -> None:
+                waiting(event)
                 usage(event)
                 streams[-1](event)
                 if not quiet:
@@ -187,7 +203,10 @@ def register(app: typer.Typer) -> None:
                                 _show_help()
                             continue
                         streams[:] = [AnswerStream()]
+                        waiting.active = True
                         outcome = chat.turn(line.text)
+                        waiting.active = False  # the prompt has the line until the next turn
+                        waiting.clear()
                         if outcome.cancelled:
                             if streams[-1].any:
                                 sys.stdout.write("\n")
@@ -202,6 +221,7 @@ def register(app: typer.Typer) -> None:
                         else:
                             streams[-1].finish(outcome.text)
                 finally:
+                    waiting.close()
                     _save_history(history)
             for child in chat.left:  # as `kernos run --no-wait` says it
                 fate = (

@@ -20,6 +20,7 @@ from kernos.cli._common import (
     err,
     fail,
     open_runtime,
+    stderr_console,
     write_stdout,
 )
 from kernos.cli._table import age
@@ -278,8 +279,15 @@ def register(app: typer.Typer) -> None:
             usage = UsageRecorder(runtime.store)
 
         streamed = AnswerStream()
+        from kernos.cli._waiting import WaitStatus
+
+        # a slow model request's status line (a terminal only; -q: none)
+        waiting = WaitStatus(
+            stderr_console(), text_shown=stream and sys.stdout.isatty(), enabled=not quiet
+        )
 
         def on_event(event: SessionEvent) -> None:
+            waiting(event)
             usage(event)
             if stream:
                 streamed(event)
@@ -329,6 +337,7 @@ def register(app: typer.Typer) -> None:
                 EXIT_TIMEOUT,
             ) from None
         finally:
+            waiting.close()
             runtime.close()
         if not quiet:  # the run went to its end (an error answer included): its total
             from kernos.runtime._usage import summary_line, total

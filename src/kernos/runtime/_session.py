@@ -47,10 +47,12 @@ pydantic_ai.BANNER_ENABLED = False
 
 @dataclass(frozen=True)
 class SessionEvent:
-    """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
-    ``tool_result``, ``usage`` (the turn's model responses), ``delta`` (a piece of streamed
-    assistant text, ``data["text"]``; only when the session streams; see
-    :meth:`Session.emit_delta`), ``text`` or ``idle``."""
+    """Something a session did, for progress output: ``kind`` is ``prompt``, ``request`` (a
+    model request is being sent to ``data["model"]``; its answer is the next ``delta``,
+    ``tool_call``, ``text`` or ``request`` of the session), ``tool_call``, ``tool_result``,
+    ``usage`` (the turn's model responses), ``delta`` (a piece of streamed assistant text,
+    ``data["text"]``; only when the session streams; see :meth:`Session.emit_delta`), ``text``
+    or ``idle``."""
 
     session_id: str
     agent: str
@@ -192,7 +194,13 @@ class Session:
     def _before_request(self) -> bool:
         """Every engine calls this right before it sends a model request; false: do not send
         it, the run is over its budget (the prompt raises :class:`BudgetExceeded` once its turns
-        and usage are recorded)."""
+        and usage are recorded). A request that is sent is a ``request`` event first."""
+        if not self._within_budget():
+            return False
+        self.emit("request", model=self.model.model_name)
+        return True
+
+    def _within_budget(self) -> bool:
         meter = self.budget
         if meter is None:
             return True
