@@ -78,3 +78,22 @@ def test_kernos_run_shows_a_slow_request_on_the_terminal_and_erases_it(
     finally:
         gate.set()
         terminal.close()
+
+
+def test_kernos_chat_shows_it_during_a_turn(tmp_path: Path, server: FakeOpenAIServer) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    gate = threading.Event()
+    server.script(text("Done at last.", hold=gate))
+    env = {**os.environ, **server.env(), "KERNOS_HOME": str(tmp_path / ".kernos")}
+    terminal = Terminal(["chat"], tmp_path, env)
+    try:
+        terminal.wait_text("> ")
+        terminal.type("take your time\r")
+        terminal.wait_text("main waiting for test: ")
+        gate.set()
+        terminal.wait_text("Done at last.\n")
+        terminal.type("\x04")
+        assert terminal.proc.wait(timeout=DEADLINE) == 0, terminal.text()
+    finally:
+        gate.set()
+        terminal.close()
