@@ -273,7 +273,7 @@ async def run_agent(
             try:
                 text = await (session.serve(prompt, toolsets) if wait else session.prompt(prompt))
             except Exception as exc:  # provider errors, retry budget spent: the run failed
-                outcome = _failed(runtime, agent, session, exc)
+                outcome = failed_outcome(runtime, agent, session, exc)
             else:
                 outcome = RunOutcome(text=text, session_id=session.session_id)
     except ConfigError:
@@ -282,14 +282,14 @@ async def run_agent(
         if session is None:
             raise
         return dataclasses.replace(
-            _failed(runtime, agent, session, exc), left=_left_children(opened)
+            failed_outcome(runtime, agent, session, exc), left=left_children(opened)
         )
     log.info("run %s ended", outcome.session_id)
-    left = _left_children(opened)
+    left = left_children(opened)
     return dataclasses.replace(outcome, left=left) if left else outcome
 
 
-def _left_children(opened: Sequence[Toolset]) -> tuple[LeftChild, ...]:
+def left_children(opened: Sequence[Toolset]) -> tuple[LeftChild, ...]:
     """The children the task toolset among ``opened`` left unfinished as it closed."""
     from kernos.tasks import TaskToolset
 
@@ -301,7 +301,7 @@ def _left_children(opened: Sequence[Toolset]) -> tuple[LeftChild, ...]:
     )
 
 
-def _failed(runtime: Runtime, agent: str, session: Session, exc: Exception) -> RunOutcome:
+def failed_outcome(runtime: Runtime, agent: str, session: Session, exc: Exception) -> RunOutcome:
     """The outcome of a run that raised ``exc``: a model request's failure as its one line
     (:func:`kernos.runtime.model_failure`), anything else as its type and first line."""
     from kernos.runtime import model_failure, model_target

@@ -162,9 +162,12 @@ async def test_events_report_tool_activity(openai_env: FakeOpenAIServer) -> None
     openai_env.script(tool_call("lookup", {"key": "a"}), text("fin"))
     await make_session(on_event=events.append).prompt("go")
     kinds = [e.kind for e in events]
-    assert kinds == ["prompt", "tool_call", "tool_result", "usage", "text", "idle"]
-    assert len(events[3].data["responses"]) == 2  # the turn's two model responses, for usage
-    assert events[2].data["result"].text == "value of a"
+    assert kinds == [
+        "prompt", "request", "tool_call", "tool_result", "request", "usage", "text", "idle"
+    ]  # fmt: skip
+    assert events[1].data["model"] == events[4].data["model"] == "test"
+    assert len(events[5].data["responses"]) == 2  # the turn's two model responses, for usage
+    assert events[3].data["result"].text == "value of a"
 
 
 async def test_runtime_builds_sessions_for_configured_agents(

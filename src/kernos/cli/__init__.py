@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 COMMANDS = {
     "init": "init",
     "run": "run",
+    "chat": "chat",
     "demo": "demo",
     "compress": "compress",
     "send": "send",

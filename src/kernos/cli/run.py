@@ -21,6 +21,7 @@ from kernos.cli._common import (
     err,
     fail,
     open_runtime,
+    stderr_console,
     verbose,
     write_stdout,
 )
@@ -418,8 +419,15 @@ def _run(
 
     streamed = AnswerStream()
     receipts = verbose()
+    from kernos.cli._waiting import WaitStatus
+
+    # a slow model request's status line (a terminal only; -q: none)
+    waiting = WaitStatus(
+        stderr_console(), text_shown=stream and sys.stdout.isatty(), enabled=not quiet
+    )
 
     def on_event(event: SessionEvent) -> None:
+        waiting(event)
         usage(event)
         if stream:
             streamed(event)
@@ -475,6 +483,7 @@ def _run(
             EXIT_TIMEOUT,
         ) from None
     finally:
+        waiting.close()
         runtime.close()
     report.answer = outcome.text
     if not quiet:  # the run went to its end (an error answer included): its total

@@ -49,9 +49,11 @@ pydantic_ai.BANNER_ENABLED = False
 
 @dataclass(frozen=True)
 class SessionEvent:
-    """Something a session did, for progress output: ``kind`` is ``prompt``, ``tool_call``,
-    ``normalized`` (what the boundary changed in a call's arguments, between its ``tool_call``
-    and ``tool_result``: ``name``, ``call_id``, ``model`` and ``repairs``, a tuple of
+    """Something a session did, for progress output: ``kind`` is ``prompt``, ``request`` (a
+    model request is being sent to ``data["model"]``; its answer is the next ``delta``,
+    ``tool_call``, ``text`` or ``request`` of the session), ``tool_call``, ``normalized`` (what
+    the boundary changed in a call's arguments, between its ``tool_call`` and ``tool_result``:
+    ``name``, ``call_id``, ``model`` and ``repairs``, a tuple of
     :class:`kernos.boundary.Repair`), ``tool_result`` (``name``, ``call_id``, ``model``,
     ``result``), ``usage`` (the turn's model responses), ``delta`` (a piece of streamed
     assistant text, ``data["text"]``; only when the session streams; see
@@ -200,7 +202,13 @@ class Session:
     def _before_request(self) -> bool:
         """Every engine calls this right before it sends a model request; false: do not send
         it, the run is over its budget (the prompt raises :class:`BudgetExceeded` once its turns
-        and usage are recorded)."""
+        and usage are recorded). A request that is sent is a ``request`` event first."""
+        if not self._within_budget():
+            return False
+        self.emit("request", model=self.model.model_name)
+        return True
+
+    def _within_budget(self) -> bool:
         meter = self.budget
         if meter is None:
             return True
@@ -344,9 +352,15 @@ class Session:
                 responses: list[ModelResponse] = usage_responses(replies)
             else:
                 final, responses = await self._run_pydantic_ai(text)
+        except asyncio.CancelledError:
+            # a cancelled prompt (Ctrl-C in a chat, a signal, a timeout) is not part of the
+            # conversation that goes on (a chat rewinds to before it): its turns are not kept,
+            # the usage of every response that reached kernos is
+            self._record_usage(self._record_failed(keep_turns=False))
+            raise
         except BaseException:
-            # a prompt that fails on the way (a model error, a cancellation) keeps what it got:
-            # its turns so far and the usage of every response that reached kernos
+            # a prompt that fails on the way (a model error) keeps what it got: its turns so far
+            # and the usage of every response that reached kernos
             self._record_usage(self._record_failed())
             raise
         self._record_usage(responses)
@@ -376,16 +390,19 @@ class Session:
         self._usage_keyed += 1
         return f"{self._turn_run}:{self._usage_keyed}"
 
-    def _record_failed(self) -> list[ModelResponse]:
-        """Record the turns of a prompt that raised; returns the responses it received."""
+    def _record_failed(self, *, keep_turns: bool = True) -> list[ModelResponse]:
+        """Record the turns of a prompt that raised (unless ``keep_turns`` is false); returns the
+        responses it received."""
         if self._lean is not None:
             replies, start = self._lean.replies, self._lean.start
-            self._lean.record(start, complete=False)
+            if keep_turns:
+                self._lean.record(start, complete=False)
             return usage_responses(replies)
         # pydantic-ai ends the history of a request that raised with an empty response of its
         # own (no parts, no model): no answer reached kernos
         new = [m for m in self._history[self._before :] if not _placeholder(m)]
-        self._record(_complete(new))
+        if keep_turns:
+            self._record(_complete(new))
         return [m for m in new if isinstance(m, ModelResponse)]
 
     async def _run_pydantic_ai(self, text: str) -> tuple[str, list[ModelResponse]]:

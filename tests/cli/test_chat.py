@@ -1,0 +1,235 @@
+"""``kernos chat`` (issue 22, item 11): an interactive session on a real pseudo-terminal against
+the local model server; Ctrl-C cancels a turn and keeps the session, Ctrl-D leaves."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import sqlite3
+import stat
+import struct
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernos._chat import Line, parse_line
+from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests._agents import CONFIG, SPAWN, agent_is
+from tests.conftest import KERNOS
+
+DEADLINE = 60.0
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")
+
+
+def test_a_line_is_a_prompt_a_command_or_nothing() -> None:
+    assert parse_line("  ") == Line("empty")
+    assert parse_line("hello there") == Line("prompt", "hello there")
+    assert parse_line(" /TASKS ") == Line("command", "/tasks")
+    assert parse_line("/quit") == Line("command", "/exit")
+    assert parse_line("/usage") == Line("command", "/usage")
+    assert parse_line("/nope") == Line("unknown", "/nope")
+    assert parse_line("//etc/hosts is a path") == Line("prompt", "/etc/hosts is a path")
+    assert parse_line("/etc is a path") == Line("prompt", "/etc is a path")
+
+
+class Terminal:
+    """A kernos command on a pseudo-terminal (its controlling terminal, so Ctrl-C is a SIGINT
+    for it), everything it writes read as it comes."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.master, self.slave = pty.openpty()
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 140, 0, 0))
+        env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
+        self.proc = subprocess.Popen(
+            [KERNOS, *args], cwd=cwd, env={**env, "TERM": "xterm-256color"},
+            stdin=self.slave, stdout=self.slave, stderr=self.slave, start_new_session=True,
+            preexec_fn=self._controlling,
+        )  # fmt: skip
+        self.output = b""
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    @staticmethod
+    def _controlling() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self.lock:
+                self.output += data
+
+    def text(self) -> str:
+        with self.lock:
+            return _ANSI.sub("", self.output.decode("utf-8", errors="replace"))
+
+    def since(self, mark: int) -> str:
+        return self.text()[mark:]
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def wait_for(self, check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + DEADLINE
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.text()}"
+            assert self.proc.poll() is None or check(), f"exited waiting for {what}:\n{self.text()}"
+            time.sleep(0.05)
+
+    def wait_text(self, wanted: str, after: int = 0) -> None:
+        self.wait_for(lambda: wanted in self.since(after), repr(wanted))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.slave)
+        os.close(self.master)
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
+    return tmp_path
+
+
+def environment(project: Path, server: FakeOpenAIServer) -> dict[str, str]:
+    return {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+
+
+def user_messages(request: dict[str, Any]) -> list[str]:
+    return [str(m.get("content")) for m in request["messages"] if m.get("role") == "user"]
+
+
+def test_turns_share_one_session_and_ctrl_c_cancels_only_the_turn(
+    project: Path, server: FakeOpenAIServer, gate: threading.Event
+) -> None:
+    server.script(
+        text("Hi there, friend.", when="hello"),
+        text("This took too long.", when="think long", hold=gate),
+        text("Back again.", when="again"),
+    )
+    # an earlier chat's history, left readable by others: recalled, and made private
+    history = project / ".kernos" / "chat_history"
+    history.parent.mkdir()
+    history.write_text("hello\n", encoding="utf-8")
+    history.chmod(0o644)
+    terminal = Terminal(["chat"], project, environment(project, server))
+    try:
+        terminal.wait_text("> ")
+        terminal.wait_text("/help lists the commands")
+        mark = len(terminal.text())
+        terminal.type("\x1b[A")  # up: the last line of the history
+        terminal.wait_text("hello", mark)
+        terminal.type("\r")
+        terminal.wait_text("Hi there, friend.\n", mark)
+        terminal.wait_text("> ", mark)
+
+        mark = len(terminal.text())
+        terminal.type("/usage\r")
+        terminal.wait_text("this chat: tokens:", mark)
+
+        # a turn whose answer does not come: Ctrl-C stops it, and the chat goes on
+        mark = len(terminal.text())
+        terminal.type("think long\r")
+        terminal.wait_for(lambda: len(server.requests) == 2, "the held request")
+        terminal.type("\x03")
+        terminal.wait_text("turn cancelled; the session goes on", mark)
+        terminal.wait_text("> ", mark)
+        assert terminal.proc.poll() is None
+
+        # Ctrl-C at the prompt drops the line typed so far and asks again
+        mark = len(terminal.text())
+        terminal.type("never sent")
+        terminal.wait_text("never sent", mark)
+        terminal.type("\x03")
+        terminal.wait_text("never sent\n> ", mark)
+        mark = len(terminal.text())
+        terminal.type("again\r")
+        terminal.wait_text("Back again.\n", mark)
+        last = server.requests[-1]
+        # one conversation: the first turn is in it, the cancelled one is not (nor the dropped line)
+        assert user_messages(last) == ["hello", "again"]
+        assert [m["content"] for m in last["messages"] if m["role"] == "assistant"] == [
+            "Hi there, friend."
+        ]
+
+        mark = len(terminal.text())
+        terminal.type("/tasks\r")
+        terminal.wait_text("no child tasks in this session yet", mark)
+        terminal.type("/bogus\r")
+        terminal.wait_text("/bogus is not a command; /help lists them", mark)
+
+        terminal.type("\x04")  # Ctrl-D leaves
+        assert terminal.proc.wait(timeout=DEADLINE) == 0, terminal.text()
+        terminal.reader.join(timeout=5)
+        assert "tokens:" in terminal.since(mark)
+    finally:
+        gate.set()
+        terminal.close()
+
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    lines = history.read_text(encoding="utf-8").splitlines()
+    assert "hello" in lines and "again" in lines and "never sent" not in lines
+
+    # the same session and store as `kernos run`: --continue picks the chat up
+    server.script(text("Still here.", when="one more"))
+    done = subprocess.run(
+        [KERNOS, "run", "--continue", "one more", "-q"], cwd=project,
+        env=environment(project, server), capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "Still here.\n"), done.stderr
+    assert user_messages(server.requests[-1]) == ["hello", "again", "one more"]
+
+
+def test_a_turn_waits_for_its_background_child_and_tasks_lists_it(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        text("Three modules found.", when=agent_is("EXPLORE-AGENT")),
+        text("The survey is done.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    terminal = Terminal(["chat", "--agent", "main"], project, environment(project, server))
+    try:
+        terminal.wait_text("> ")
+        mark = len(terminal.text())
+        terminal.type("survey it\r")
+        # the child's completion is delivered to the session within the turn, as kernos run does
+        terminal.wait_text("The survey is done.\n", mark)
+        assert "main → task" in terminal.since(mark)  # activity lines, as kernos run shows them
+        # and the spawn answer told the model so (not the --no-wait answer)
+        assert "delivered to you automatically" in server.tool_results()[0]
+        mark = len(terminal.text())
+        terminal.type("/tasks\r")
+        terminal.wait_for(lambda: "completed" in terminal.since(mark), "the child's row")
+        with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
+            ((child,),) = db.execute("SELECT id FROM tasks").fetchall()
+        row = next(line for line in terminal.since(mark).splitlines() if child in line)
+        assert row.split() == [child, "completed", "survey"]
+        terminal.type("/exit\r")
+        assert terminal.proc.wait(timeout=DEADLINE) == 0, terminal.text()
+    finally:
+        terminal.close()
