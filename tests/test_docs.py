@@ -35,11 +35,12 @@ _EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.IGNORECASE)
 
 
 def scanned_files() -> list[Path]:
-    """Every text file of ``src/``, ``tests/`` and ``bench/``, and the Makefile (this file aside:
-    its examples are citations on purpose)."""
-    files = [ROOT / "Makefile"]
+    """Every text file of ``src/``, ``tests/``, ``bench/``, ``docs/`` and ``.ci/``, the Makefile,
+    pyproject.toml, the README and CONTRIBUTING.md (this file aside: its examples are citations on
+    purpose)."""
+    files = [ROOT / name for name in ("Makefile", "pyproject.toml", "README.md", "CONTRIBUTING.md")]
     here = Path(__file__).resolve()
-    for top in ("src", "tests", "bench"):
+    for top in ("src", "tests", "bench", "docs", ".ci"):
         for path in sorted((ROOT / top).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path != here:
                 files.append(path)
