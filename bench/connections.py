@@ -1,4 +1,4 @@
-"""CPU per webhook item (issue 13 §2): ``.venv/bin/python bench/connections.py``.
+"""CPU per webhook item: ``.venv/bin/python bench/connections.py``.
 
 A keep-alive HTTP/1.1 receiver runs in a separate process, so the figure is the sender's CPU
 alone (``time.process_time``). Each round sends ``ITEMS`` one-item calls through a webhook

@@ -1,4 +1,4 @@
-"""How long a first run's first child waits on the DBOS engine (issue 11).
+"""How long a first run's first child waits on the DBOS engine.
 
 Each trial is a process of its own with a fresh home (no ``dbos.sqlite`` yet: the model's queue
 is new to the database) or, with ``--again``, a home an earlier trial left (the queue exists).

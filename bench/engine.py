@@ -1,4 +1,4 @@
-"""The model engines against the wire (issue 13 §4): ``.venv/bin/python bench/engine.py``.
+"""The model engines against the wire: ``.venv/bin/python bench/engine.py``.
 
 A fast Chat Completions server (raw asyncio HTTP/1.1 keep-alive, one canned answer) runs in a
 separate process, so only the client's CPU is measured. Against it, the same conversation (a

@@ -8,7 +8,7 @@
    ``session.call_tool`` on the same MCP client session directly. Target: ≤ 1.1×.
 2. The schema-derived prepare alone, µs per call, for a 10-property schema (a padded call: blank
    strings, empty arrays, a null, boolean and numeric strings, a nested object).
-3. What recording repair receipts costs (issue 23 §2): the CPU time (``process_time``) of
+3. What recording repair receipts costs: the CPU time (``process_time``) of
    :func:`kernos.boundary.call_tool` on that schema's tool, with receipts (``ToolSpec.receipts``,
    the default) and without, for the padded call (nine repairs) and for a clean one (none), as a
    ratio with/without measured in one run, rounds interleaved.

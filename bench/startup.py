@@ -4,7 +4,7 @@ Runs ``kernos --help``, ``kernos --version``, ``kernos tasks list [--json]`` (an
 ``kernos channels`` (a ``kernos.toml`` with one file channel) and ``kernos --show-completion bash``,
 each in a fresh process, interleaved
 with the reference, for ``--rounds`` rounds; prints the median wall time and CPU time (user + system
-of the child) of each and its ratio to the reference's median. Target (issue 13): every ratio ≤ 3.
+of the child) of each and its ratio to the reference's median. Target: every ratio ≤ 3.
 A bare typer app running one command with two options is shown as the floor: typer (0.29) itself
 imports pydantic to coerce a command's parameters, which ``import typer, rich`` does not include.
 

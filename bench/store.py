@@ -1,4 +1,4 @@
-"""Turns/s with turn recording on and off (issue 13 §3): ``.venv/bin/python bench/store.py``.
+"""Turns/s with turn recording on and off: ``.venv/bin/python bench/store.py``.
 
 ``SESSIONS`` concurrent sessions of an instant in-process model (pydantic-ai ``TestModel``) each
 prompt ``TURNS`` times; recording on writes every turn to a real SQLite file. On and off are

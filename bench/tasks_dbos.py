@@ -19,7 +19,7 @@ limit allows).
    DBOS's "Contention detected" warnings (each doubles that worker's queue polling interval
    for a while), and how busy this machine's cores were in the children phase (from
    /proc/stat: every process, this script's model server and other work included; near 100%,
-   the machine rather than the workers bounds the phase). The figure that matters (issue 11):
+   the machine rather than the workers bounds the phase). The figure that matters:
    3 workers in at most 0.5× the time of 1. Reported next to it: the same ratio for the
    children phase alone (first child spawned → last child finished), which leaves out what no
    worker count changes: the run's start-up, its 13 model turns of 200 ms that spawn the 200

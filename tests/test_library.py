@@ -1,6 +1,6 @@
 """The README's library example runs as written: a plain pydantic-ai Agent gets kernos's task and
 workspace tools through the boundary, hears a background child's completion, and a normalized
-FunctionToolset never sees provider padding (issue 9 §5)."""
+FunctionToolset never sees provider padding."""
 
 from __future__ import annotations
 

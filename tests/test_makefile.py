@@ -1,4 +1,4 @@
-"""The README's two commands install what each needs (issue 22, item 16): ``make demo`` kernos
+"""The README's two commands install what each needs: ``make demo`` kernos
 alone, ``make test`` kernos with the dev tools, also after a ``make demo`` on the same clone.
 Read from ``make -n`` (what make would run) in a copy of the Makefile: nothing is installed."""
 

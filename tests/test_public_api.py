@@ -1,4 +1,4 @@
-"""Every package exposes a small, sorted, complete public surface (STYLE.md §1)."""
+"""Every package exposes a small, sorted, complete public surface (CONTRIBUTING.md)."""
 
 from __future__ import annotations
 

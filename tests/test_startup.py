@@ -1,4 +1,4 @@
-"""Start-up (issue 13, item 1): the light commands never import the model machinery.
+"""Start-up: the light commands never import the model machinery.
 
 Each command runs in a fresh interpreter through ``kernos.cli.main``, exactly as the ``kernos``
 script runs it; afterwards the process reports which top-level modules it loaded. The model stack
@@ -84,7 +84,7 @@ COMMAND_MODULES = {
 UNSHOWN_RICH = {"rich.markdown", "rich.syntax", "rich.traceback", "rich.pretty"}
 UNSHOWN_LIBRARIES = {"markdown_it", "pygments", "attr"}
 
-#: what each light command must not load beyond the model stack (issue 13 §1: the cuts that
+#: what each light command must not load beyond the model stack (the cuts that
 #: brought them near the floor of a bare typer app)
 NOT_LOADED = {
     ("--help",): UNSHOWN_RICH,
@@ -132,7 +132,7 @@ def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
     assert "psycopg" not in modules  # PostgreSQL's driver only when a PostgreSQL URL is set
 
 
-#: what a command that only reads the store does not need (issue 13 §1: the cuts that got
+#: what a command that only reads the store does not need (the cuts that got
 #: ``tasks`` near the floor): the config models, an event loop, rich's console, the boundary
 NOT_FOR_THE_STORE = {"kernos.runtime._config", "asyncio", "rich.console", "kernos.boundary"}
 

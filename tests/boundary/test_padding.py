@@ -1,4 +1,4 @@
-"""spec/runtime.md §1: the padding table, one test per row."""
+"""The padding table, one test per row."""
 
 from __future__ import annotations
 

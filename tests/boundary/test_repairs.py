@@ -1,4 +1,4 @@
-"""Issue 23 §2: repair receipts — what the boundary changed in a call, as data, never in the
+"""Repair receipts — what the boundary changed in a call, as data, never in the
 text the model reads."""
 
 from __future__ import annotations

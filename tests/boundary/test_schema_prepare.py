@@ -1,4 +1,4 @@
-"""Issue 9 §3: the prepare derived from a JSON schema, and validation on kernos's side."""
+"""The prepare derived from a JSON schema, and validation on kernos's side."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``kernos chat`` (issue 22, item 11): an interactive session on a real pseudo-terminal against
+"""``kernos chat``: an interactive session on a real pseudo-terminal against
 the local model server; Ctrl-C cancels a turn and keeps the session, Ctrl-D leaves."""
 
 from __future__ import annotations

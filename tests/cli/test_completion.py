@@ -1,4 +1,4 @@
-"""Shell completion (issue 12): typer's ``--install-completion`` / ``--show-completion``, with
+"""Shell completion: typer's ``--install-completion`` / ``--show-completion``, with
 the shell named or detected, and the completions the script asks ``kernos`` for."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``kernos config check`` (issue 12): a good config passes with a short summary on stderr; each
+"""``kernos config check``: a good config passes with a short summary on stderr; each
 kind of problem gives its own line with the fix, all of them in one pass, exit 2."""
 
 from __future__ import annotations

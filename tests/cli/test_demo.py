@@ -1,4 +1,4 @@
-"""spec/runtime.md §6: `kernos demo` runs offline through the real code paths."""
+"""`kernos demo` runs offline through the real code paths."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def test_demo_runs_offline_and_reports_what_happened(tmp_path: Path) -> None:
         '  kernos normalized → {"path": "release_prompt.md"}\n'
         "  kernos ← ✓ release_prompt.md (22 lines): 1 # Release assistant 2 3 You are"
     ) in stdout
-    # the padded single call was normalized exactly as spec/tasks.md S1 says
+    # the padded single call was normalized exactly as the seed scenario S1 says
+    # (tests/tasks/tasks_helpers.py)
     assert (
         'kernos normalized → {"prompt": "TASK: Audit the task tool boundary.", "description": '
         '"Audit task tool", "subagent_type": "explore", "run_in_background": true, '

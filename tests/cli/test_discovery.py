@@ -1,4 +1,4 @@
-"""State discovery (issue 12): ``.kernos/`` and ``kernos.toml`` are found by walking up from the
+"""State discovery: ``.kernos/`` and ``kernos.toml`` are found by walking up from the
 working directory like ``.git``; ``KERNOS_HOME`` still wins; ``-v`` names the store used."""
 
 from __future__ import annotations

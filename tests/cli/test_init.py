@@ -1,4 +1,4 @@
-"""``kernos init`` (issue 22, item 10): a ``kernos.toml`` for the model server found, which
+"""``kernos init``: a ``kernos.toml`` for the model server found, which
 ``kernos config check`` accepts and ``kernos run`` uses; ``.kernos/`` in ``.gitignore``; an
 existing config is never replaced without ``--force``.
 

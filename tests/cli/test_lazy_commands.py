@@ -1,4 +1,4 @@
-"""The root group builds a command when it is used (issue 13 §1); what a person sees is the same as
+"""The root group builds a command when it is used; what a person sees is the same as
 when every command module was registered up front: names, order, help text, suggestions."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12: a model alias's unset ``${VAR}`` fails only the commands that use that model."""
+"""A model alias's unset ``${VAR}`` fails only the commands that use that model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Text from the model is data (DESIGN.md): it never crashes a run, whatever it contains.
+"""Text from the model is data (docs/architecture.md): it never crashes a run, whatever it contains.
 
 Lone surrogates are cleaned once where model answers enter a session; rich markup in model or user
 text is printed as written; pydantic-ai's first-run banner never lands on kernos's terminal.

@@ -1,4 +1,4 @@
-"""spec/runtime.md §5: `kernos run` as a user runs it, a real process against the local server."""
+"""`kernos run` as a user runs it, a real process against the local server."""
 
 from __future__ import annotations
 

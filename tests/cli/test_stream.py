@@ -1,4 +1,4 @@
-"""Issue 12 "Streaming": `kernos run` writes the answer to stdout as it arrives; --no-stream
+"""Streaming: `kernos run` writes the answer to stdout as it arrives; --no-stream
 writes it once; stderr activity is unchanged; on both engines."""
 
 from __future__ import annotations

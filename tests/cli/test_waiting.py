@@ -1,4 +1,4 @@
-"""A slow model request's status line (issue 22, item 7c): shown on a terminal after 2 s, with the
+"""A slow model request's status line: shown on a terminal after 2 s, with the
 session, the seconds and the tokens streamed; erased when the answer comes; never elsewhere."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``kernos tasks watch`` (issue 12): a live view of the store, tested on a real pseudo-terminal
+"""``kernos tasks watch``: a live view of the store, tested on a real pseudo-terminal
 while a ``kernos run`` in another process drives a child against the local model server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""spec/compress.md §5: `kernos compress` as a user runs it."""
+"""`kernos compress` as a user runs it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""spec/compress.md §3–§4 end to end, in process, over real HTTP to the local server."""
+"""Compressing files end to end, in process, over real HTTP to the local server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 8 §6: compress edges: crash leftovers, read-only files, owners, huge and blank sources."""
+"""Compress edges: crash leftovers, read-only files, owners, huge and blank sources."""
 
 from __future__ import annotations
 

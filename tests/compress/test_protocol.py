@@ -1,4 +1,4 @@
-"""spec/compress.md §1: the protocol state machine, pure (the seed's six tests, and ours)."""
+"""The protocol state machine, pure (the seed's six tests, and ours)."""
 
 from __future__ import annotations
 

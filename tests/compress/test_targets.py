@@ -1,4 +1,4 @@
-"""spec/compress.md §5: FILES arguments become absolute, de-duplicated, sorted files."""
+"""FILES arguments become absolute, de-duplicated, sorted files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""spec/compress.md §2: `rewrite` and `approve` through the boundary pipeline."""
+"""`rewrite` and `approve` through the boundary pipeline."""
 
 # Snapshots hold protocol text verbatim, long lines included.
 # ruff: noqa: E501

@@ -1,4 +1,4 @@
-"""spec/compress.md §3: the request turn and the review turns, as the model reads them."""
+"""The request turn and the review turns, as the model reads them."""
 
 # Snapshots hold protocol text verbatim, long lines included.
 # ruff: noqa: E501

@@ -1,4 +1,4 @@
-"""spec/compress.md §4: approved text is written atomically, keeping permissions."""
+"""Approved text is written atomically, keeping permissions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23 §2: a padded, stringified MCP call reaches the real server as the clean call, and its
+"""A padded, stringified MCP call reaches the real server as the clean call, and its
 repair receipt is in ``kernos -v run``'s stderr and the child's transcript — never in the text
 the model reads."""
 

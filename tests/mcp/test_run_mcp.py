@@ -1,4 +1,4 @@
-"""Issue 9 §2/§6: MCP servers no one here wrote, driven through `kernos run` as a user runs it."""
+"""MCP servers no one here wrote, driven through `kernos run` as a user runs it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The built-in kinds (spec/output.md §1), each against a real local peer: a file, stdout, a
+"""The built-in kinds, each against a real local peer: a file, stdout, a
 loopback HTTP server (webhook, OneBot, Apprise json://) and aiosmtpd on loopback (email)."""
 
 # ruff: noqa: E501  (protocol-shaped expectations read best one message per line)

@@ -1,4 +1,4 @@
-"""spec/output.md §7: `kernos send` and `kernos channels` as a user runs them (real processes)."""
+"""`kernos send` and `kernos channels` as a user runs them (real processes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13 §2: a channel keeps one pooled keep-alive connection and closes it when the output
+"""A channel keeps one pooled keep-alive connection and closes it when the output
 side closes. The peer is a loopback HTTP/1.1 server that counts the TCP connections it accepts."""
 
 from __future__ import annotations

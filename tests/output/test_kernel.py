@@ -1,4 +1,4 @@
-"""spec/output.md §4–§6: the gate, send_one's stages for every item, and the receipts."""
+"""The gate, send_one's stages for every item, and the receipts."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def kernel_for(recorder: Recorder, **kwargs: Any) -> OutputKernel:
     return OutputKernel([recorder.channel("qq"), Channel("log", recorder)], **kwargs)
 
 
-# -- the eight criteria (§6) ------------------------------------------------------------------
+# -- the eight criteria -----------------------------------------------------------------------
 
 
 async def test_single_value_unchanged(recorder: Recorder) -> None:
@@ -168,7 +168,7 @@ async def test_an_array_never_reaches_a_channel_a_single_call_could_not(
         assert {ctx.channel for _, ctx in recorder.calls} == {target}
 
 
-# -- results (§5) -----------------------------------------------------------------------------
+# -- results ----------------------------------------------------------------------------------
 
 
 async def test_single_path_failure_is_the_handlers_text_verbatim() -> None:
@@ -234,7 +234,7 @@ async def test_secrets_never_reach_the_receipt_or_the_log(caplog: pytest.LogCapt
     assert "s3cr3t" not in caplog.text
 
 
-# -- stages for every item (§4) ---------------------------------------------------------------
+# -- stages for every item --------------------------------------------------------------------
 
 
 async def test_every_stage_runs_for_every_item(recorder: Recorder) -> None:

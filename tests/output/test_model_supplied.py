@@ -1,4 +1,4 @@
-"""Issue 8 §1: paths, URLs and recipients a model supplies go through the workspace policy, on
+"""Paths, URLs and recipients a model supplies go through the workspace policy, on
 every channel kind, against real local peers (aiosmtpd, a loopback Apprise ``json://`` receiver, a
 fake OneBot server). A refusal fails that item only, with a sentence the model can act on, and
 nothing refused is read, uploaded, fetched or sent."""

@@ -1,5 +1,5 @@
-"""The three mutation checks of spec/output.md §6, run on every test run: each mutant of the
-kernel must make its criterion fail, with the failure the spec names."""
+"""The three mutation checks of the output kernel, run on every test run: each mutant of the
+kernel must make its criterion fail, with the failure named here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""spec/output.md §3: parsing is pure; the single path is unchanged; every rejection has a code."""
+"""Parsing is pure; the single path is unchanged; every rejection has a code."""
 
 # ruff: noqa: E501  (snapshots hold model-facing text verbatim, one line per line)
 

@@ -1,5 +1,5 @@
 """``read_channels`` (``kernos channels``): the channels of ``kernos.toml`` without the config
-models, the same as ``build_channels(load_config())`` gives (issue 13 §1: the fast path keeps the
+models, the same as ``build_channels(load_config())`` gives (the fast path keeps the
 answer)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 8 §4 (a): a webhook URL whose path and query carry the token, echoed back by a failing
+"""A webhook URL whose path and query carry the token, echoed back by a failing
 receiver, never reaches the model's receipt, the turns table, kernos.log, a cassette or stdout."""
 
 from __future__ import annotations

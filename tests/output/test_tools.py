@@ -1,4 +1,4 @@
-"""spec/output.md §2: the tools, only for the channels the agent may use, through call_tool."""
+"""The tools, only for the channels the agent may use, through call_tool."""
 
 # ruff: noqa: E501  (snapshots hold model-facing text verbatim, one line per line)
 

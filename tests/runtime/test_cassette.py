@@ -1,4 +1,4 @@
-"""spec/runtime.md §2: replay cassettes and recording without secrets."""
+"""Replay cassettes and recording without secrets."""
 
 from __future__ import annotations
 

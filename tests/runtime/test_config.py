@@ -1,4 +1,4 @@
-"""spec/runtime.md §4: kernos.toml, ${ENV}, agent files, errors naming file/key/fix."""
+"""``kernos.toml``, ${ENV}, agent files, errors naming file/key/fix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``kernos.toml`` reference (issue 22, item 17): ``docs/config.md`` is what ``kernos config
+"""The ``kernos.toml`` reference: ``docs/config.md`` is what ``kernos config
 reference`` prints from the config model, every key of the model is in it with a meaning and a
 default, and a key without its ``#:`` comment stops the reference from being made."""
 

@@ -1,4 +1,4 @@
-"""Issue 13 §4: the lean Chat Completions engine — choice, parity with pydantic-ai, streaming,
+"""The lean Chat Completions engine — choice, parity with pydantic-ai, streaming,
 retries, malformed streams and cassettes that replay on either engine."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""spec/runtime.md §2: model strings, aliases, the OpenAI-compatible environment, no model."""
+"""Model strings, aliases, the OpenAI-compatible environment, no model."""
 
 from __future__ import annotations
 

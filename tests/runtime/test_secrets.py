@@ -1,4 +1,4 @@
-"""Issue 8 §4: one scrubber knows every secret value kernos knows, and every outward text uses it.
+"""One scrubber knows every secret value kernos knows, and every outward text uses it.
 
 Pure rules first (no I/O), then the red case (b) through the real paths: a provider key that is not
 ``sk-``-shaped, echoed in a 401 body, never reaches stderr, kernos.log, the compress ``--json``

@@ -1,4 +1,4 @@
-"""spec/runtime.md §3: sessions over real HTTP to the local OpenAI-compatible server."""
+"""Sessions over real HTTP to the local OpenAI-compatible server."""
 
 from __future__ import annotations
 

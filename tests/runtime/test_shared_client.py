@@ -1,4 +1,4 @@
-"""Issue 13 §2: every openai-chat model on one endpoint shares one pooled httpx2 client, across
+"""Every openai-chat model on one endpoint shares one pooled httpx2 client, across
 model names, aliases and runtimes of the process."""
 
 from __future__ import annotations

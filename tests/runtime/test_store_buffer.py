@@ -1,4 +1,4 @@
-"""Issue 13 §3: the store off the hot path. Writes of one loop turn are one transaction committed
+"""The store off the hot path. Writes of one loop turn are one transaction committed
 on the store's writer thread; a prompt returns only once its turns are committed (acknowledged),
 so another connection sees them and a SIGKILL right after loses none of them."""
 

@@ -1,6 +1,6 @@
 """The toolset protocol and the wrappers every tool gets: the semantic stage sees a typed context
 and runs before execute; config ``retries`` reaches every tool; a crashing tool's traceback is
-logged (DESIGN.md, "Toolsets" and "The boundary pipeline")."""
+logged (docs/architecture.md, "The tool-call pipeline")."""
 
 from __future__ import annotations
 

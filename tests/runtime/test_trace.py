@@ -1,4 +1,4 @@
-"""Tracing (issue 12): OpenTelemetry spans for runs, prompts, model requests, tool calls and
+"""Tracing: OpenTelemetry spans for runs, prompts, model requests, tool calls and
 children, exported over OTLP/HTTP to a loopback receiver that decodes the protobuf, as a collector
 would."""
 

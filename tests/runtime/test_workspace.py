@@ -1,6 +1,6 @@
-"""The workspace policy (DESIGN.md): model-supplied paths resolve to real regular files inside the
-roots, never into kernos's state, its config, system pseudo-files or hidden paths; size is capped
-before a byte is read; URLs are never taken unless a channel opts in."""
+"""The workspace policy (docs/architecture.md): model-supplied paths resolve to real regular files
+inside the roots, never into kernos's state, its config, system pseudo-files or hidden paths; size
+is capped before a byte is read; URLs are never taken unless a channel opts in."""
 
 from __future__ import annotations
 

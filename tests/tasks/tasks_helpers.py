@@ -1,4 +1,4 @@
-"""Helpers shared by the task tests: the seed scenarios (verbatim from spec/tasks.md §2) and
+"""Helpers shared by the task tests: the seed scenarios (S1–S3, quoted verbatim) and
 ``when=`` matchers that tell a parent's requests from its children's."""
 
 # ruff: noqa: E501  (the seed scenarios are quoted verbatim)

@@ -1,4 +1,4 @@
-"""Budgets through ``kernos run`` against the local server (issue 12): a child that never stops
+"""Budgets through ``kernos run`` against the local server: a child that never stops
 calling tools stops at ``max_turns`` / ``max_tokens``, a child whose model never answers stops at
 its ``timeout``, both with status ``error`` and a code, and the parent is told the limit and its
 value; ``kernos run --timeout`` caps the whole run."""

@@ -1,8 +1,8 @@
 """A child's model comes from configuration, not from the model: the ``task`` tool's ``model``
 names a configured alias or the caller's own model string, never a file (``replay:``) or a
 provider of the model's choosing; a refusal is ``model_not_allowed`` in the semantic stage, before
-anything is built, opened or spawned (spec/tasks.md §3, DESIGN.md: "a child's model ... is bounded
-or checked against configuration")."""
+anything is built, opened or spawned (docs/architecture.md: what a model chooses is bounded or
+checked against configuration)."""
 
 from __future__ import annotations
 

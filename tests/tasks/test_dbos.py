@@ -1,4 +1,4 @@
-"""The DBOS task engine on SQLite (issue 11): real DBOS, real ``kernos run`` and ``kernos worker``
+"""The DBOS task engine on SQLite: real DBOS, real ``kernos run`` and ``kernos worker``
 processes, the model a local OpenAI-compatible server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Cancel from anywhere and worker shutdown on the DBOS engine (issue 11).
+"""Cancel from anywhere and worker shutdown on the DBOS engine.
 
 Real processes only: a ``kernos run`` spawns a background child, a ``kernos worker`` executes it,
 and the model is a local server. For the cancel tests the server holds the child's request open
@@ -301,7 +301,7 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
     out, errors = finish(run)
     assert run.returncode == 0, errors
     assert out == "Started; waiting.\n"
-    # a cancelled child does not report back (spec/tasks.md §4)
+    # a cancelled child does not report back
     assert not [t for t in user_texts(holding, "MAIN-AGENT") if "task completion" in t]
     (final,) = store.rows()
     assert final["status"] == "cancelled", final

@@ -1,4 +1,4 @@
-"""The launch and end of a run on the DBOS engine (issue 11, its fixed costs): closing waits for
+"""The launch and end of a run on the DBOS engine (its fixed costs): closing waits for
 the children's workflows to record their outcomes with one read of DBOS for all of them, then
 deletes their records; an engine whose queues DBOS refuses does not leave DBOS launched."""
 

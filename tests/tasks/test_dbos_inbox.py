@@ -1,4 +1,4 @@
-"""``task_send`` on the DBOS engine (issue 11): a message to an active child is in the store's
+"""``task_send`` on the DBOS engine: a message to an active child is in the store's
 inbox, committed before the tool answers, and the run that executes the child, in whichever
 process, takes it after its prompt; a replayed run takes the same batch again. An interrupt is a
 store flag the child's executor reads at its cancel poll."""
@@ -400,7 +400,7 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
 ) -> None:
     """The child's first request is held until the parent's interrupt was answered (committed
     in the store); the worker's run then ends ``interrupted`` and reads no follow-up (an
-    interrupted child sends no notice, spec §4)."""
+    interrupted child sends no notice, :data:`kernos.tasks._state.NOTIFY`)."""
     use_dbos(project, run_executes="false")
     answered = threading.Event()
     interrupt = {"to": "survey", "deliver_as": "interrupt"}

@@ -1,7 +1,7 @@
 """A DBOS child that spawns children of its own (``max_depth`` = 2) survives a crash: its task
 tools are steps, a ``task`` call in flight at the crash finds the grandchildren it spawned
 instead of spawning them again, a resumed child takes in its grandchildren still active, and
-their notices go through its durable inbox, claimed once (issue 11)."""
+their notices go through its durable inbox, claimed once."""
 
 from __future__ import annotations
 

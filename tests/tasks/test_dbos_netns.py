@@ -1,4 +1,4 @@
-"""Workers in network namespaces of their own (issue 11): each ``kernos worker`` reaches
+"""Workers in network namespaces of their own: each ``kernos worker`` reaches
 PostgreSQL and the model only over a veth link to the host, so what crosses the network between
 the run, the workers, the store and the model is really tested. Needs root (CAP_NET_ADMIN) and
 iproute2; skipped with the reason otherwise."""

@@ -1,4 +1,4 @@
-"""``[tasks] poll`` (issue 11): how often executors poll a model's DBOS queue, a trade between
+"""``[tasks] poll``: how often executors poll a model's DBOS queue, a trade between
 how soon a queued child starts and what every idle executor spends polling. The interval is in
 the queue's row, which every executor's DBOS reads; a process registers it with its queues."""
 

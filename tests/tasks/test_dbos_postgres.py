@@ -1,4 +1,4 @@
-"""The DBOS task engine on a real PostgreSQL (issue 11): three ``kernos worker`` processes and one
+"""The DBOS task engine on a real PostgreSQL: three ``kernos worker`` processes and one
 ``kernos run`` share the queues; the model is a local server that counts requests in flight."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The DBOS engine uses only DBOS's public API (issue 11): no private module or name, queues in
+"""The DBOS engine uses only DBOS's public API: no private module or name, queues in
 the system database before DBOS launches (a first run's children do not wait for the queue
 manager's scan), and a dead executor's children resumed onto their own model's queue."""
 

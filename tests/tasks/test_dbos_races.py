@@ -1,4 +1,4 @@
-"""Interleavings of the DBOS task engine (issue 11), each forced by ordering on the scheduler's
+"""Interleavings of the DBOS task engine, each forced by ordering on the scheduler's
 loop, not by sleeps: a run exiting (``--no-wait``) as DBOS hands it a child, and a cancel
 between the reaper's read of a dead executor's children and its resume of their workflows."""
 

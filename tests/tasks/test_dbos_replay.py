@@ -1,5 +1,5 @@
 """A resumed DBOS child writes its transcript and its turns once; a follower ends a child whose
-workflow no executor will ever run ``lost``, once (issue 11)."""
+workflow no executor will ever run ``lost``, once."""
 
 from __future__ import annotations
 

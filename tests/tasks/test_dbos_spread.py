@@ -1,4 +1,4 @@
-"""A burst of DBOS children spreads over the executors that serve its queue (issue 11): each
+"""A burst of DBOS children spreads over the executors that serve its queue: each
 model's limit is split among the live executors of its queue (``[tasks] spread``), so the first
 worker to poll does not take the whole burst while the others idle; a lone worker still uses the
 whole limit, and the survivors' shares grow once a worker died."""

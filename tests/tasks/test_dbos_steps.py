@@ -1,4 +1,4 @@
-"""A DBOS child's tool calls are steps (issue 11): a resumed child gets each completed call's
+"""A DBOS child's tool calls are steps: a resumed child gets each completed call's
 recorded result back and never repeats its side effect; only the in-flight step runs again."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Children stranded by an application-version change end ``lost``, never stuck (issue 11).
+"""Children stranded by an application-version change end ``lost``, never stuck.
 
 DBOS runs a workflow only on an executor of its own application version. After an upgrade that
 bumps :data:`kernos.tasks._dbos.APP_VERSION`, a child whose workflow was queued or begun under

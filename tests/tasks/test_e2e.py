@@ -1,4 +1,4 @@
-"""End to end over real HTTP (spec §8): the local OpenAI-compatible server drives ``openai-chat:``
+"""End to end over real HTTP: the local OpenAI-compatible server drives ``openai-chat:``
 sessions; the task tools run through the same wiring ``kernos run`` uses."""
 
 from __future__ import annotations

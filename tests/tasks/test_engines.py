@@ -1,5 +1,5 @@
 """The whole task suite again on the DBOS engine (``KERNOS_TASK_ENGINE=dbos``, DBOS on SQLite):
-every state, text and tool of spec/tasks.md holds on both engines.
+every state, text and tool of the task tools holds on both engines.
 
 One test per file, so pytest-xdist spreads the files over its workers (one serial run of every
 file took ~10 minutes on one core). The ``test_dbos*`` files run on DBOS already."""

@@ -1,4 +1,4 @@
-"""The pure rules of spec/tasks.md §2–§3: normalization, clamping, resolution, every error code.
+"""The pure rules of the ``task`` tool: normalization, clamping, resolution, every error code.
 
 The seed's three scenarios run twice: with the real normalizer and with a no-op one. The no-op run
 must come out differently (S1 and S2 wrongly rejected), which is the red half of the seed's
@@ -93,7 +93,7 @@ def test_the_noop_normalizer_really_breaks_s1_and_s2() -> None:
     assert outcomes == {"real": ["ok", "ok", "error"], "noop": ["error", "error", "error"]}
 
 
-# -- §2 normalization --------------------------------------------------------------------------
+# -- normalization -----------------------------------------------------------------------------
 
 
 def test_summary_clamping() -> None:
@@ -199,7 +199,7 @@ def test_no_input_crashes_and_every_rejection_has_a_code(raw: dict[str, Any]) ->
     assert result.kind == "ok" or (result.code and result.message)
 
 
-# -- §3 every validation code --------------------------------------------------------------------
+# -- every validation code -----------------------------------------------------------------------
 
 CASES = [
     ("prompt_and_tasks", {"prompt": "a", "tasks": [{"prompt": "b", "category": "quick"}]}),

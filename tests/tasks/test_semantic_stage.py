@@ -1,5 +1,6 @@
 """The ``task`` tool resolves and checks its spawn rules in the boundary's semantic stage: a call
-that cannot spawn is a ``semantic`` result and nothing starts (DESIGN.md, the boundary pipeline)."""
+that cannot spawn is a ``semantic`` result and nothing starts (docs/architecture.md, "The tool-call
+pipeline")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Claims without the writer's lock (issue 11's scaling figure): a task is taken by exactly one
-executor and a run's completion notice is claimed exactly once, however many processes ask at
-the same time, on SQLite and on PostgreSQL. A batch of buffered writes on PostgreSQL is three
-statements (``BEGIN``; the writer's lock and every write; ``COMMIT``), and text a model wrote comes
-back from it as it was written."""
+"""Claims without the writer's lock: a task is taken by exactly one executor and a run's completion
+notice is claimed exactly once, however many processes ask at the same time, on SQLite and on
+PostgreSQL. A batch of buffered writes on PostgreSQL is three statements (``BEGIN``; the writer's
+lock and every write; ``COMMIT``), and text a model wrote comes back from it as it was written."""
 
 from __future__ import annotations
 

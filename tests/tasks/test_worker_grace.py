@@ -1,4 +1,4 @@
-"""``kernos worker --grace`` (issue 11): a stopping worker's clean-up is bounded. Past the grace
+"""``kernos worker --grace``: a stopping worker's clean-up is bounded. Past the grace
 it prints every thread's stack, where it was waiting, and exits 1, as a kill would leave it: a
 fleet's rolling restart never waits on a worker that cannot finish its clean-up."""
 

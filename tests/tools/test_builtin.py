@@ -1,4 +1,4 @@
-"""The built-in workspace tools (issue 9 §2): what they return, and every refusal."""
+"""The built-in workspace tools: what they return, and every refusal."""
 
 from __future__ import annotations
 

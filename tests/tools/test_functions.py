@@ -1,4 +1,4 @@
-"""Python functions as tools (issue 9 §2): signature → schema, docstring → description, padding
+"""Python functions as tools: signature → schema, docstring → description, padding
 stripped by a prepare derived from the signature, sync functions in a thread."""
 
 from __future__ import annotations

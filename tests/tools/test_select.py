@@ -1,4 +1,4 @@
-"""Choosing tools (issue 9 §4): the pure rule, and the catalog that checks every agent at load."""
+"""Choosing tools: the pure rule, and the catalog that checks every agent at load."""
 
 from __future__ import annotations
 

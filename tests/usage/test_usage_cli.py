@@ -1,4 +1,4 @@
-"""Usage (issue 12): every model response of a run, children included, is stored; ``kernos run``
+"""Usage: every model response of a run, children included, is stored; ``kernos run``
 prints the run's total on stderr; ``kernos usage`` sums by model, agent or task."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Padding rules shared by every tool (spec/runtime.md §1).
+"""Padding rules shared by every tool.
 
 GPT-style serializers fill every optional field: ``""``, ``[]``, ``{}``, ``null``, ``"null"``.
 Each helper turns such padding into ``None`` ("absent") and returns the cleaned value otherwise.

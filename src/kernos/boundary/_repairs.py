@@ -1,4 +1,4 @@
-"""Repair receipts: what a tool's ``prepare`` changed in a call, as data (issue 23 §2).
+"""Repair receipts: what a tool's ``prepare`` changed in a call, as data.
 
 :func:`find_repairs` compares the arguments a provider sent (decoded) with what ``prepare`` gave
 back and names each change: a field dropped as padding, a value coerced or decoded from JSON
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 from kernos.boundary._padding import NULL_WORDS, is_blank
 
 #: words that read as "nothing" in any field (the null words and the padding words of
-#: spec/tasks.md §2), for naming a dropped field's rule
+#: :mod:`kernos.tasks._normalize`), for naming a dropped field's rule
 _EMPTY_WORDS = NULL_WORDS | {"unused", "placeholder", "not used", "n/a"}
 
 

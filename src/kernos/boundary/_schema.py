@@ -1,4 +1,4 @@
-"""The boundary for tools that only have a JSON schema (issue 9 §3): MCP tools and the like.
+"""The boundary for tools that only have a JSON schema: MCP tools and the like.
 
 A consumed tool brings no pydantic model and no ``prepare`` of its own, so both are derived from
 its JSON schema:

@@ -2,7 +2,7 @@
 
 ``raw args ─prepare→ dict ─schema→ params ─validate→ ok | ToolError ─execute→ ToolResult``
 
-Errors come in three families (STYLE.md §8):
+Errors come in three families (the tree in :mod:`kernos.errors`):
 
 * **Model errors** — the arguments are wrong. They never raise out of :func:`call_tool`; the model
   gets a :class:`ToolResult` with ``is_error=True`` and a ``code`` in ``details`` so it can retry:

@@ -1,4 +1,4 @@
-"""``kernos compress``: audited semantic compression of prompt files (spec/compress.md §5)."""
+"""``kernos compress``: audited semantic compression of prompt files."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on s
 #: SQLite's largest integer: the most ``--limit`` can mean.
 _MAX_LIMIT = 2**63 - 1
 
-#: the statuses a task does not leave by itself (spec/tasks.md §5): ``--follow`` stops there
+#: the statuses a task does not leave by itself: ``--follow`` stops there
 _ACTIVE = frozenset({"pending", "running"})
 
 #: how often ``--follow`` reads the store again, in seconds

@@ -1,4 +1,4 @@
-"""Audited semantic compression of prompt files (spec/compress.md).
+"""Audited semantic compression of prompt files.
 
 A model rewrites a file into a dense register through two tools, ``rewrite`` and ``approve``,
 declaring every deliberate loss; each draft is shown back in a separate review turn, and only an

@@ -1,4 +1,4 @@
-"""``compress_files``: every file in its own session, at most ``agents`` at a time (spec §3–§5)."""
+"""``compress_files``: every file in its own session, at most ``agents`` at a time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The compress protocol: drafts, reviews and approval as a pure state machine (spec §1).
+"""The compress protocol: drafts, reviews and approval as a pure state machine.
 
 No I/O. The command drives it: ``submit`` from the ``rewrite`` tool, ``mark_reviewed`` when a
 review turn is sent, ``accept`` from the ``approve`` tool. Correctness rests on two rules kept
@@ -96,7 +96,7 @@ class CompressProtocol:
         self._verdict: str | None = None
 
     def _measure(self, text: str) -> int:
-        """Tokens of ``text``; a blank text counts 0, like its 0 words (spec §1)."""
+        """Tokens of ``text``; a blank text counts 0, like its 0 words."""
         return self._count(text) if text.strip() else 0
 
     # -- state -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The human report on stderr and the ``--json`` report (spec §5). Pure rendering."""
+"""The human report on stderr and the ``--json`` report. Pure rendering."""
 
 from __future__ import annotations
 

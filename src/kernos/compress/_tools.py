@@ -1,4 +1,4 @@
-"""The compress agent's only two tools, ``rewrite`` and ``approve`` (spec §2), over one protocol.
+"""The compress agent's only two tools, ``rewrite`` and ``approve``, over one protocol.
 
 Both go through the boundary pipeline: ``prepare`` drops padded empty losses, the schema rejects
 unknown top-level fields, and protocol errors come back to the model as the tool's error text.

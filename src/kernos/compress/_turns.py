@@ -1,4 +1,4 @@
-"""The request and review turns the command sends (spec §3). Pure text rendering.
+"""The request and review turns the command sends. Pure text rendering.
 
 Source and draft travel inside ``<source-NONCE>``/``<draft-NONCE>`` blocks with a random nonce per
 file, so a fake closing tag inside the text cannot end the block early. The nonce never appears in

@@ -1,4 +1,4 @@
-"""Writing approved text (spec §4): atomic, permission- and owner-keeping, never half-written.
+"""Writing approved text: atomic, permission- and owner-keeping, never half-written.
 
 Temporary files are named ``.NAME.PID.RANDOM.kernos-tmp`` next to the destination. A crash
 (SIGKILL) mid-write can leave one behind; :func:`remove_stale_temp_files` deletes those on a later

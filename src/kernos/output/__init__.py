@@ -2,7 +2,7 @@
 
 One call sends one message (``payload`` a string: answered ``ok``) or several of several types
 (``payload`` an array); a bad call sends nothing; a failing item never loses the items after it;
-the receipt names each failed item and the channel's reason. See spec/output.md.
+the receipt names each failed item and the channel's reason. See :mod:`kernos.output._kernel`.
 """
 
 import typing

@@ -1,6 +1,6 @@
 """What a channel is, what its handler returns, and what a plugin's factory receives.
 
-Errors come in three families (STYLE.md §8):
+Errors come in three families (the tree in :mod:`kernos.errors`):
 
 * **Bad calls** — :class:`~kernos.output.OutputArgumentError`: the model's arguments or the gate
   rejected the call; nothing was sent; the model reads the message and retries.

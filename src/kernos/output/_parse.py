@@ -1,4 +1,4 @@
-"""Reading an ``output_send__*`` call into items (spec/output.md §3). Pure: no I/O, no clock.
+"""Reading an ``output_send__*`` call into items. Pure: no I/O, no clock.
 
 One call may carry one message (``payload`` a string: the *single path*) or several (``payload`` an
 array). ``type`` and ``meta`` pair with the payloads one to one, or broadcast when given once. Any

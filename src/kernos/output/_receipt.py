@@ -1,4 +1,4 @@
-"""What the model reads after a send (spec/output.md §5). Pure.
+"""What the model reads after a send. Pure.
 
 The single path answers exactly ``ok`` on success: a richer receipt makes models keep sending.
 """

@@ -1,4 +1,4 @@
-"""The tools the model gets (spec/output.md §2), only for the channels its agent may use:
+"""The tools the model gets, only for the channels its agent may use:
 ``output_send__<name>``, ``output_send__<name>_help`` and ``output_list_channels``."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``kernos.toml`` and ``.kernos/agents/*.md`` loaded into pydantic models.
 
-A config error is a developer mistake (STYLE.md §8): :class:`ConfigError` names the file, the key
-and the fix, and the CLI turns it into exit 2.
+A config error is a developer mistake (the ``ConfigError`` family of :mod:`kernos.errors`):
+:class:`ConfigError` names the file, the key and the fix, and the CLI turns it into exit 2.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The workspace policy: what a model-supplied path or URL may reach (DESIGN.md).
+"""The workspace policy: what a model-supplied path or URL may reach.
 
 Every channel kind and every tool that takes a path from a model asks one :class:`WorkspacePolicy`;
 none re-implements it. A path resolves, symlinks followed, to a real regular file inside one of the

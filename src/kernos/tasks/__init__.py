@@ -1,5 +1,5 @@
 """Sub-agent tasks: the ``task`` tool and its companions ``task_send``, ``task_output``,
-``task_cancel`` (spec/tasks.md).
+``task_cancel`` (docs/architecture.md, "The task lifecycle").
 
 Pure rules (:func:`normalize_task_arguments`, :func:`resolve_spawn_items`,
 :func:`resolve_run_in_background`, :func:`clamp_task_summary`) are separate from the

@@ -1,4 +1,4 @@
-"""The task engine port: how a child is admitted under its model's limit and run (spec §4).
+"""The task engine port: how a child is admitted under its model's limit and run.
 
 :class:`TaskEngine` is the one narrow seam between the scheduler (records, transitions, notices)
 and what runs children. Two engines implement it:

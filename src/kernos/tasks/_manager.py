@@ -1,4 +1,4 @@
-"""The task manager: builds children and their tools on top of the scheduler (spec §4).
+"""The task manager: builds children and their tools on top of the scheduler.
 
 One manager serves one runtime. Each child is a :class:`kernos.runtime.Session` of its own; its
 record lives in memory while the child is resident and in the store for good. Running, transitions

@@ -1,9 +1,9 @@
-"""Normalization of ``task`` arguments: the tool's ``prepare`` (spec/tasks.md §2).
+"""Normalization of ``task`` arguments: the tool's ``prepare``.
 
 Pure and fast: one pass over the raw dict, no copies of what is dropped, nothing compiled per call.
 Provider padding (``""``, ``[]``, ``"null"``, a synthetic ``{"prompt": "unused"}`` batch item)
 becomes absence, so a legitimate single or batch call survives; genuine content is never dropped,
-so real ambiguity still reaches validation (§3) and fails there with a code.
+so real ambiguity still reaches validation and fails there with a code.
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ def _normalize_item(raw: dict[str, Any], prompt: str | None) -> dict[str, Any]:
 def normalize_task_arguments(raw: Any) -> dict[str, Any]:
     """Turn provider padding into absence; keep only the ``task`` tool's known keys.
 
-    Never raises: a non-object becomes ``{}``. See spec/tasks.md §2 for every rule, including the
-    single-call rule: a real top-level ``prompt`` with an empty or all-padding ``tasks`` is a single
-    spawn, so ``tasks`` is removed.
+    Never raises: a non-object becomes ``{}``. Every rule has its test in
+    tests/tasks/test_rules.py, including the single-call rule: a real top-level ``prompt`` with an
+    empty or all-padding ``tasks`` is a single spawn, so ``tasks`` is removed.
     """
     if not isinstance(raw, dict):
         return {}

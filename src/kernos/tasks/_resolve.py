@@ -1,4 +1,4 @@
-"""Semantic validation of ``task`` calls: from normalized arguments to spawn items (spec §3).
+"""Semantic validation of ``task`` calls: from normalized arguments to spawn items.
 
 Pure: the configured targets and the caller's grantable tools come in as plain arguments. Every
 rejection is a coded :class:`kernos.boundary.ToolError` whose message tells the model what to fix;

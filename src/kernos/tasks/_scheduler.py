@@ -1,5 +1,5 @@
 """The task scheduler: per-model slots, the run loop, status transitions and completion notices
-(spec §4).
+(docs/architecture.md, "The task lifecycle").
 
 It runs children whose sessions are already built (:mod:`kernos.tasks._manager` builds them and
 their tools). Every status change goes through :meth:`TaskScheduler._move`, which checks the

@@ -1,4 +1,4 @@
-"""Task status and residency: explicit enums and the transition table (spec §4).
+"""Task status and residency: explicit enums and the transition table.
 
 ::
 

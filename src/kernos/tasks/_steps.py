@@ -1,5 +1,5 @@
 """Tool calls as recorded steps: a durable child's tool call runs once, however often its run is
-replayed (issue 11).
+replayed.
 
 :func:`stepped` wraps a tool so that its whole call — the boundary pipeline from the arguments
 the model sent to the result the model reads, errors included — is one step of a durable run.

@@ -1,4 +1,4 @@
-"""The durable task record: a ``tasks`` table and an append-only ``task_events`` table (spec §6).
+"""The durable task record: a ``tasks`` table and an append-only ``task_events`` table.
 
 Writes go through the store's write buffer (:meth:`kernos.runtime.Store.write_later`): what
 happened in one loop turn is committed in one transaction on the store's writer thread, so a
@@ -81,7 +81,7 @@ MIGRATIONS = [
     ),
     (
         4,
-        "executors: who runs each task, heartbeats, notice claims (issue 11)",
+        "executors: who runs each task, heartbeats, notice claims",
         """
         ALTER TABLE tasks ADD COLUMN executor TEXT;
         ALTER TABLE tasks ADD COLUMN engine TEXT NOT NULL DEFAULT 'local';
@@ -101,7 +101,7 @@ MIGRATIONS = [
     ),
     (
         5,
-        "event keys of durable runs (issue 11)",
+        "event keys of durable runs",
         # a child run that DBOS resumes replays its completed part and writes those events
         # again: each carries a key that is the same on every replay (run epoch and ordinal),
         # so the store keeps the first; other events have none (NULLs never collide)
@@ -112,7 +112,7 @@ MIGRATIONS = [
     ),
     (
         6,
-        "a durable inbox and interrupt requests of durable runs (issue 11)",
+        "a durable inbox and interrupt requests of durable runs",
         # task_send to an active child on the DBOS engine: the message waits here until the
         # run that executes the child (in any process) takes it after a prompt; ``taken_by``
         # is that take's key (run epoch and the take's ordinal), so a replayed run takes the
@@ -131,7 +131,7 @@ MIGRATIONS = [
     ),
     (
         7,
-        "the queues each executor serves (issue 11)",
+        "the queues each executor serves",
         # a JSON list of DBOS queue names; NULL: every queue (what an executor written before
         # this column served). The reaper splits each queue's limit among the live executors
         # that serve it, so a burst of children spreads over the fleet
@@ -141,7 +141,7 @@ MIGRATIONS = [
     ),
     (
         8,
-        "send keys of durable runs (issue 11)",
+        "send keys of durable runs",
         # a task_send from a durable run commits its message before DBOS records the step: a
         # run resumed after a crash there sends it again, under the same key (the calling
         # step's workflow and step id), and the inbox keeps the first; sends outside a durable
@@ -153,7 +153,7 @@ MIGRATIONS = [
     ),
     (
         9,
-        "the application version each executor runs (issue 11)",
+        "the application version each executor runs",
         # DBOS runs only the workflows of its own application version: after an upgrade, the
         # reaper ends ``lost`` a child whose workflow is of a version no live executor runs
         # (it would wait forever). NULL: an executor written before this column, which may

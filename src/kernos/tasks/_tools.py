@@ -1,4 +1,4 @@
-"""The model-facing tools ``task``, ``task_send``, ``task_output`` and ``task_cancel`` (§4-5)."""
+"""The model-facing tools ``task``, ``task_send``, ``task_output`` and ``task_cancel``."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ _ENDED_SECONDS = 5.0
 _JSON_SCHEMA = task_json_schema()
 
 
-# -- result texts (spec §4) ----------------------------------------------------------------------
+# -- result texts --------------------------------------------------------------------------------
 
 
 def _handle(record: TaskRecord) -> str:

@@ -1,4 +1,4 @@
-"""MCP servers as sources of tools (issue 9 §2–§3), through the official ``mcp`` SDK.
+"""MCP servers as sources of tools, through the official ``mcp`` SDK.
 
 Each ``[mcp.NAME]`` server becomes one :class:`McpToolset`. Its connection lives in one background
 task per process (the SDK's transports are anyio context managers and must be entered and left in

@@ -1,4 +1,4 @@
-"""Which tools an agent gets (issue 9 §4): pure rules over names, no I/O.
+"""Which tools an agent gets: pure rules over names, no I/O.
 
 An agent's ``tools`` lists names or globs (``read_file``, ``git__*``, ``docs__{search,fetch}``);
 no ``tools`` key means the built-in workspace tools, ``[]`` means none.
