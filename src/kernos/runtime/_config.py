@@ -1,4 +1,5 @@
-"""``kernos.toml`` and ``.kernos/agents/*.md`` loaded into pydantic models.
+"""``kernos.toml``, ``.kernos/agents/*.md`` and ``.claude/agents/*.md`` loaded into pydantic
+models.
 
 A config error is a developer mistake (STYLE.md §8): :class:`ConfigError` names the file, the key
 and the fix, and the CLI turns it into exit 2.
