@@ -174,7 +174,38 @@ async def check_config(path: Path | str | None = None, *, cwd: Path | None = Non
     # each file's problems together: the config's first, then each other file as first named
     files = [str(config.path), *(p.file for p in report.problems)]
     report.problems.sort(key=lambda p: files.index(p.file))
+    report.problems = merge_agent_file_problems(config, report.problems)
     return report
+
+
+def merge_agent_file_problems(config: Config, problems: list[ConfigError]) -> list[ConfigError]:
+    """An agent file's problems as one message (its tools and its model together, each with
+    its fix), in the place of its first; everything else as it was. Pure."""
+    names = {agent.source: name for name, agent in config.agents.items() if agent.source}
+    by_file: dict[str, list[ConfigError]] = {}
+    for problem in problems:
+        if problem.file in names:
+            by_file.setdefault(problem.file, []).append(problem)
+    merged: list[ConfigError] = []
+    for problem in problems:
+        group = by_file.get(problem.file, [problem])
+        if len(group) < 2:
+            merged.append(problem)
+        elif problem is group[0]:
+            prefix = f"agents.{names[problem.file]}"
+            parts = [
+                f"{p.key.removeprefix(prefix).lstrip('.') or p.key}: {p.problem}; {p.fix}"
+                for p in group
+            ]
+            merged.append(
+                ConfigError(
+                    problem.file,
+                    prefix,
+                    " — and ".join(parts),
+                    f"{len(group)} problems in this agent file, each with its fix",
+                )
+            )
+    return merged
 
 
 def report_record(report: CheckReport) -> dict[str, Any]:

@@ -76,8 +76,8 @@ def test_claude_code_names_are_translated() -> None:
         "search_files and Glob list_files"
     )
     assert claude_code_hint(["Bash"]) == (
-        "Bash is a Claude Code tool name: kernos has no built-in Bash (add one through an MCP "
-        "server or a [tools.NAME] function)"
+        "Bash is a Claude Code tool name: Bash has no kernos equivalent (kernos has no shell "
+        "tool; add one through an [mcp.NAME] server or a [tools.NAME] function)"
     )
     assert claude_code_hint(["read_fil"]) is None
 
@@ -184,21 +184,33 @@ def test_a_server_name_that_is_not_configured_is_an_error_at_load(project: Path)
         load_catalog(load_config(cwd=project))
 
 
-def test_claude_code_agent_file_gets_a_clear_message(
+def test_claude_code_tool_names_in_an_agent_file_are_mapped(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KERNOS_HOME", str(project / ".kernos"))
-    agent = write(
+    write(
         project / ".kernos" / "agents" / "reviewer.md",
-        "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep, Glob\n---\nReview.\n",
+        "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep, Glob, LS\n---\n"
+        "Review.\n",
     )
+    catalog = load_catalog(load_config(cwd=project))
+    assert [e.spec.name for e in catalog.for_agent("reviewer")] == [
+        "read_file",
+        "search_files",
+        "list_files",
+    ]
+
+
+def test_claude_code_tool_names_in_kernos_toml_get_a_clear_message(project: Path) -> None:
+    write(project / "kernos.toml", '[agents.reviewer]\ntools = ["Read", "Bash"]\n')
     with pytest.raises(ConfigError) as info:
         load_catalog(load_config(cwd=project))
     assert str(info.value) == (
-        f"{agent}: agents.reviewer.tools: 'Read', 'Grep', 'Glob' match no tool; Read, Grep, Glob "
-        "are Claude Code tool names: kernos calls Read read_file and Grep search_files and Glob "
-        "list_files; "
-        "use names from the available tools: read_file, list_files, search_files"
+        f"{project / 'kernos.toml'}: agents.reviewer.tools: 'Read', 'Bash' match no tool; Read, "
+        "Bash are Claude Code tool names: kernos calls Read read_file; Bash has no kernos "
+        "equivalent (kernos has no shell tool; add one through an [mcp.NAME] server or a "
+        "[tools.NAME] function); use names from the available tools: read_file, list_files, "
+        "search_files"
     )
 
 
@@ -207,8 +219,9 @@ def test_claude_code_agent_file_gets_a_clear_message(
     [
         (
             "sonnet",
-            "'sonnet' is a Claude Code model name, not a kernos model string; write a "
-            "provider:model string such as anthropic:claude-sonnet-4-5, or define [models.sonnet]",
+            "'sonnet' is a Claude Code model name and no [models.sonnet] defines it; define "
+            "[models.sonnet] with the model it stands for, or write a provider:model string "
+            "such as anthropic:claude-sonnet-4-5",
         ),
         (
             "inherit",

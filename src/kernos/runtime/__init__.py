@@ -13,6 +13,14 @@ if typing.TYPE_CHECKING:
         latest_message_text,
         write_cassette,
     )
+    from kernos.runtime._claude import (
+        CLAUDE_CODE_MODELS,
+        CLAUDE_CODE_TOOL_MAP,
+        claude_tool_equivalent,
+        claude_tool_instead,
+        is_claude_tool,
+        map_claude_tools,
+    )
     from kernos.runtime._config import (
         KERNOS_TOOLS,
         NO_MODEL_MESSAGE,
@@ -74,6 +82,8 @@ if typing.TYPE_CHECKING:
     )
 
 __all__ = [
+    "CLAUDE_CODE_MODELS",
+    "CLAUDE_CODE_TOOL_MAP",
     "KERNOS_SOURCE",
     "KERNOS_TOOLS",
     "NO_MODEL_MESSAGE",
@@ -116,12 +126,15 @@ __all__ = [
     "agent_model_problem",
     "as_pydantic_ai",
     "cancel_toolsets",
+    "claude_tool_equivalent",
+    "claude_tool_instead",
     "forget_secrets",
     "format_duration",
     "from_source",
     "get_session",
     "history_from_turns",
     "install_log_scrubber",
+    "is_claude_tool",
     "kernos_home",
     "kernos_tool_home",
     "known_secrets",
@@ -131,6 +144,7 @@ __all__ = [
     "load_config",
     "load_config_problems",
     "load_history",
+    "map_claude_tools",
     "model_failure",
     "model_target",
     "new_session_id",
@@ -158,6 +172,12 @@ __all__ = [
 
 #: name -> private module, imported on first use: config and store never load pydantic-ai
 _EXPORTS = {
+    "CLAUDE_CODE_MODELS": "_claude",
+    "CLAUDE_CODE_TOOL_MAP": "_claude",
+    "claude_tool_equivalent": "_claude",
+    "claude_tool_instead": "_claude",
+    "is_claude_tool": "_claude",
+    "map_claude_tools": "_claude",
     "AgentConfig": "_config",
     "BaseToolset": "_toolsets",
     "Budget": "_budget",

@@ -1,4 +1,5 @@
-"""``kernos.toml`` and ``.kernos/agents/*.md`` loaded into pydantic models.
+"""``kernos.toml``, ``.kernos/agents/*.md`` and ``.claude/agents/*.md`` loaded into pydantic
+models.
 
 A config error is a developer mistake (the ``ConfigError`` family of :mod:`kernos.errors`):
 :class:`ConfigError` names the file, the key and the fix, and the CLI turns it into exit 2.
@@ -29,6 +30,7 @@ from kernos.runtime._budget import (
     parse_duration,
     pick_budget,
 )
+from kernos.runtime._claude import CLAUDE_CODE_MODELS, map_claude_tools
 
 # defined in _errors (light: the store raises it without building these models); kept here too
 from kernos.runtime._errors import ConfigError as ConfigError
@@ -692,18 +694,12 @@ def _parse_agent_file(path: Path, problems: list[ConfigError]) -> AgentConfig | 
     meta.pop("name", None)
     if isinstance(meta.get("tools"), str):
         meta["tools"] = [t.strip() for t in meta["tools"].split(",") if t.strip()]
+    if isinstance(meta.get("tools"), list) and all(isinstance(t, str) for t in meta["tools"]):
+        meta["tools"] = map_claude_tools(meta["tools"])  # the convention of agent files
     meta["instructions"] = body.strip()
     agent = _validate(AgentConfig, meta, path, "", problems)
     agent.source = str(path)
     return agent
-
-
-#: model names from Claude Code agent files, and what to write instead
-_CLAUDE_CODE_MODELS = {
-    "sonnet": "anthropic:claude-sonnet-4-5",
-    "opus": "anthropic:claude-opus-4-1",
-    "haiku": "anthropic:claude-haiku-4-5",
-}
 
 
 def agent_model_problem(config: Config, name: str) -> ConfigError | None:
@@ -712,7 +708,7 @@ def agent_model_problem(config: Config, name: str) -> ConfigError | None:
     is the one chosen (``--model`` wins without it). Pure."""
     agent = config.agents.get(name)
     model = ((agent.model if agent else None) or "").strip()
-    if model in config.models or model.casefold() not in {*_CLAUDE_CODE_MODELS, "inherit"}:
+    if model in config.models or model.casefold() not in {*CLAUDE_CODE_MODELS, "inherit"}:
         return None
     where = (agent.source if agent else None) or config.path
     if model.casefold() == "inherit":
@@ -725,10 +721,42 @@ def agent_model_problem(config: Config, name: str) -> ConfigError | None:
     return ConfigError(
         where,
         f"agents.{name}.model",
-        f"{model!r} is a Claude Code model name, not a kernos model string",
-        f"write a provider:model string such as {_CLAUDE_CODE_MODELS[model.casefold()]}, "
-        f"or define [models.{model}]",
+        f"{model!r} is a Claude Code model name and no [models.{model}] defines it",
+        f"define [models.{model}] with the model it stands for, or write a provider:model "
+        f"string such as {CLAUDE_CODE_MODELS[model.casefold()]}",
     )
+
+
+def _load_agent_files(config: Config, file: Path, cwd: Path, problems: list[ConfigError]) -> None:
+    """Add the agent files to ``config.agents``: ``.kernos/agents/*.md`` (one named like an
+    ``[agents.NAME]`` is a problem), then Claude Code's ``.claude/agents/*.md`` in the project
+    root, whose agents a kernos definition of the same name replaces (that directory is another
+    tool's, so shadowing one of its agents is how a project adapts it to kernos)."""
+    agents_dir = config.home / "agents"
+    if agents_dir.is_dir():
+        for md in sorted(agents_dir.glob("*.md")):
+            name = md.stem
+            if name in config.agents:
+                problems.append(
+                    ConfigError(
+                        md,
+                        f"agents.{name}",
+                        f"agent {name!r} is also defined in {file.name}",
+                        "keep one definition",
+                    )
+                )
+                continue
+            agent = _parse_agent_file(md, problems)
+            if agent is not None:
+                config.agents[name] = agent
+    claude_dir = project_root(cwd) / ".claude" / "agents"
+    if claude_dir.is_dir():
+        for md in sorted(claude_dir.glob("*.md")):
+            if md.stem in config.agents:
+                continue
+            agent = _parse_agent_file(md, problems)
+            if agent is not None:
+                config.agents[md.stem] = agent
 
 
 def load_config(path: Path | str | None = None, *, cwd: Path | None = None) -> Config:
@@ -780,23 +808,7 @@ def load_config_problems(
         config.store_url = _resolve_store_url(config.store.url, config.path)
     except ConfigError as exc:
         problems.append(exc)
-    agents_dir = config.home / "agents"
-    if agents_dir.is_dir():
-        for md in sorted(agents_dir.glob("*.md")):
-            name = md.stem
-            if name in config.agents:
-                problems.append(
-                    ConfigError(
-                        md,
-                        f"agents.{name}",
-                        f"agent {name!r} is also defined in {file.name}",
-                        "keep one definition",
-                    )
-                )
-                continue
-            agent = _parse_agent_file(md, problems)
-            if agent is not None:
-                config.agents[name] = agent
+    _load_agent_files(config, file, cwd, problems)
     for name, agent in config.agents.items():
         if agent.model is not None and not agent.model.strip():
             where = agent.source or file

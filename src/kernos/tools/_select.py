@@ -12,24 +12,19 @@ from typing import Any
 from wcmatch import fnmatch as wcfnmatch
 
 from kernos.boundary import ToolSpec
+from kernos.runtime import (
+    CLAUDE_CODE_TOOL_MAP,
+    claude_tool_equivalent,
+    claude_tool_instead,
+    is_claude_tool,
+)
 
 _FLAGS = wcfnmatch.BRACE
 
-#: Claude Code's tool names and what kernos calls them (``None``: no built-in equivalent)
+#: Claude Code's tool names (case-folded) and what kernos calls them (``None``: no built-in
+#: equivalent); the table itself is ``kernos.runtime.CLAUDE_CODE_TOOL_MAP``
 CLAUDE_CODE_TOOLS: dict[str, str | None] = {
-    "read": "read_file",
-    "grep": "search_files",
-    "glob": "list_files",
-    "ls": "list_files",
-    "task": "task",
-    "bash": None,
-    "edit": None,
-    "multiedit": None,
-    "write": None,
-    "notebookedit": None,
-    "webfetch": None,
-    "websearch": None,
-    "todowrite": None,
+    name.casefold(): kernos for name, kernos in CLAUDE_CODE_TOOL_MAP.items()
 }
 
 
@@ -113,14 +108,13 @@ def select_mcp_tools(
 
 
 def claude_code_hint(patterns: Sequence[str]) -> str | None:
-    """What kernos calls tool names written for Claude Code (``Read, Grep, Glob``), or ``None``."""
-    found = [p for p in patterns if p.casefold() in CLAUDE_CODE_TOOLS]
+    """What kernos calls tool names written for Claude Code (``Read, Grep, Glob``) or offers
+    instead of them (``Bash``), or ``None`` when none is a Claude Code name."""
+    found = [p for p in patterns if is_claude_tool(p)]
     if not found:
         return None
-    renamed = [
-        f"{p} {CLAUDE_CODE_TOOLS[p.casefold()]}" for p in found if CLAUDE_CODE_TOOLS[p.casefold()]
-    ]
-    missing = [p for p in found if not CLAUDE_CODE_TOOLS[p.casefold()]]
+    renamed = [f"{p} {claude_tool_equivalent(p)}" for p in found if claude_tool_equivalent(p)]
+    missing = [(p, claude_tool_instead(p)) for p in found if not claude_tool_equivalent(p)]
     them = (
         f"{found[0]} is a Claude Code tool name"
         if len(found) == 1
@@ -129,9 +123,5 @@ def claude_code_hint(patterns: Sequence[str]) -> str | None:
     parts = []
     if renamed:
         parts.append("kernos calls " + " and ".join(renamed))
-    if missing:
-        parts.append(
-            f"kernos has no built-in {', '.join(missing)} (add one through an MCP server or a "
-            "[tools.NAME] function)"
-        )
+    parts.extend(f"{p} has no kernos equivalent ({instead})" for p, instead in missing)
     return f"{them}: " + "; ".join(parts)
