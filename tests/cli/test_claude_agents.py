@@ -60,13 +60,13 @@ def test_one_message_names_the_unmappable_tool_and_the_undefined_model(tmp_path:
 
 
 def test_an_unmappable_tool_stops_other_commands_with_what_to_use(tmp_path: Path) -> None:
-    claude_agent(tmp_path, "writer", "tools: Read, Write, Task\n")
+    claude_agent(tmp_path, "writer", "tools: Read, Write, Task, WebFetch\n")
     done = kernos("tools", "--agent", "writer", cwd=tmp_path)
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
-    assert "agents.writer.tools: 'Write', 'Task' match no tool" in line
+    assert "agents.writer.tools: 'Write', 'WebFetch' match no tool" in line  # Task is task
     assert "an output channel writes files" in line
-    assert "task tool comes with every kernos run" in line
+    assert "kernos fetches no URLs itself" in line
 
 
 def test_a_model_alias_is_resolved_through_the_models_table(
