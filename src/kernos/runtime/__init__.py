@@ -32,6 +32,7 @@ if typing.TYPE_CHECKING:
         load_config_problems,
         parse_agent_file,
     )
+    from kernos.runtime._dialect import is_postgres_url
     from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
     from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
@@ -122,6 +123,7 @@ __all__ = [
     "get_session",
     "history_from_turns",
     "install_log_scrubber",
+    "is_postgres_url",
     "kernos_home",
     "kernos_tool_home",
     "known_secrets",
@@ -206,6 +208,7 @@ _EXPORTS = {
     "format_duration": "_budget",
     "from_source": "_foreign",
     "install_log_scrubber": "_secrets",
+    "is_postgres_url": "_dialect",
     "kernos_home": "_home",
     "known_secrets": "_secrets",
     "latest_message_text": "_cassette",

@@ -135,6 +135,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from kernos.runtime import is_postgres_url
 from kernos.runtime._lean import LeanModel, usage_responses
 from kernos.runtime._lean_wire import Reply
 from kernos.tasks._engine import crash_mode, model_limit
@@ -233,7 +234,7 @@ def workflow_id(task_id: str, epoch: int) -> str:
 
 def system_database_url(home: Any, store_url: str | None) -> str:
     """Postgres store: DBOS's tables go in the same database; SQLite: ``HOME/dbos.sqlite``."""
-    if store_url and store_url.startswith(("postgres://", "postgresql")):
+    if store_url and is_postgres_url(store_url):
         return store_url
     return f"sqlite:///{home}/dbos.sqlite"
 
