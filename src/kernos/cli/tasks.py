@@ -38,7 +38,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on s
 _MAX_LIMIT = 2**63 - 1
 
 #: the statuses a task does not leave by itself (spec/tasks.md §5): ``--follow`` stops there
-_ACTIVE = frozenset({"pending", "running"})
 
 #: how often ``--follow`` reads the store again, in seconds
 FOLLOW_POLL = 0.2
@@ -131,7 +130,7 @@ def _dump(document: dict[str, Any]) -> None:
 
 def _follow(store: TaskStore, task_id: str, tail: int | None) -> None:
     """Print the transcript, then each new line as it is written, until the task is final."""
-    from kernos.tasks import render_event
+    from kernos.tasks import ACTIVE, render_event
 
     seen = 0
     first = True
@@ -149,7 +148,7 @@ def _follow(store: TaskStore, task_id: str, tail: int | None) -> None:
             seen = events[-1]["seq"]
         if lines:
             write_stdout("\n".join(lines))
-        if row is None or row["status"] not in _ACTIVE:
+        if row is None or row["status"] not in ACTIVE:
             return
         time.sleep(FOLLOW_POLL)
 

@@ -29,11 +29,12 @@ if typing.TYPE_CHECKING:
         resolve_spawn_items,
     )
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
-    from kernos.tasks._state import TRANSITIONS, Residency, TaskStatus, can_move
+    from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
 
 __all__ = [
+    "ACTIVE",
     "FOREGROUND_WAIT",
     "MAX_BATCH",
     "MIGRATIONS",
@@ -67,6 +68,7 @@ __all__ = [
 
 #: name -> private module, imported on first use: the store and pure rules skip pydantic-ai
 _EXPORTS = {
+    "ACTIVE": "_state",
     "FOREGROUND_WAIT": "_tools",
     "MAX_BATCH": "_resolve",
     "MIGRATIONS": "_store",

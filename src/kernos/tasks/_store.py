@@ -175,7 +175,7 @@ _COLUMNS = frozenset(
 )  # fmt: skip
 
 
-_STILL_ACTIVE = " AND status IN ('pending', 'running')"
+_STILL_ACTIVE = " AND status IN (" + ", ".join(f"'{s}'" for s in sorted(ACTIVE)) + ")"
 
 _INSERT_EVENT = (
     "INSERT INTO task_events (task_id, seq, type, payload, created_at) "
@@ -616,9 +616,8 @@ class TaskStore:
             chunk = ids[start : start + _ROWS_AT_ONCE]
             marks = ", ".join("?" for _ in chunk)
             rows = self.store.write_now(
-                f"UPDATE tasks SET executor = ?, updated_at = ? WHERE id IN ({marks}) "
-                "AND status IN ('pending', 'running') AND (executor IS NULL OR executor = ?) "
-                "RETURNING *",
+                f"UPDATE tasks SET executor = ?, updated_at = ? WHERE id IN ({marks})"
+                f"{_STILL_ACTIVE} AND (executor IS NULL OR executor = ?) RETURNING *",
                 (executor, time.time(), *chunk, executor),
             )
             taken.update((row["id"], dict(row)) for row in rows)
