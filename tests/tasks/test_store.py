@@ -100,3 +100,31 @@ def _end_and_claim_each_status(tasks: TaskStore) -> None:
         assert (got["final_text"] == "ended") is (status in ACTIVE), status
     claimed = {s for s in TaskStatus if tasks.claim(f"t_{s}", "executor-1")}
     assert claimed == set(ACTIVE)
+
+
+def test_a_task_ends_lost_once_and_only_from_an_active_run(store_target: str) -> None:
+    """``lose`` is the one way to end a task ``lost`` (reconcile, the reaper, the orphan guard):
+    an active task only, its ``status`` event with it, and with ``epoch`` only that run."""
+    store = Store(store_target)
+    try:
+        tasks = TaskStore(store)
+        for status in TaskStatus:
+            tasks.insert({**row(f"t_{status}"), "status": str(status)})
+        tasks.flush()
+        ended = {s for s in TaskStatus if tasks.lose(f"t_{s}", str(s), "its process ended")}
+        assert ended == set(ACTIVE)
+        assert not tasks.lose("t_running", "running", "again")  # the first end stands
+        for status in TaskStatus:
+            lines = [line for line in tasks.transcript(f"t_{status}") if "→ lost" in line]
+            assert lines == (
+                [f"[status] {status} → lost — its process ended"] if status in ACTIVE else []
+            )
+        tasks.insert({**row("t_run"), "status": "running"})
+        tasks.flush()
+        assert not tasks.lose("t_run", "running", "a later run", epoch=2)
+        assert tasks.lose("t_run", "running", "its executor went silent", epoch=1)
+        assert tasks.transcript("t_run")[-1] == (
+            "[status] running → lost (run epoch 1) — its executor went silent"
+        )
+    finally:
+        store.close()

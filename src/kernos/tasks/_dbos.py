@@ -1164,7 +1164,7 @@ class DBOSEngine:
                 )
             log.warning("task %s: %s", task_id, reason)
             ended = await asyncio.to_thread(
-                store.lose, task_id, int(row["run_epoch"] or 1), row["status"], reason
+                store.lose, task_id, row["status"], reason, epoch=int(row["run_epoch"] or 1)
             )
             if ended and strand:  # an executor of its version coming back would run it
                 await self._cancel_workflow(wf)
@@ -1425,7 +1425,7 @@ class DBOSEngine:
                         f"(last {dead}); it is not resumed again. Start it anew with the task "
                         "tool if its work is still needed."
                     )
-                    await asyncio.to_thread(store.mark_lost, row["id"], row["status"], reason)
+                    await asyncio.to_thread(store.lose, row["id"], row["status"], reason)
                     await self._cancel_workflow(workflow_id(row["id"], epoch))
                     continue
                 resume = {"epoch": epoch, "time": times + 1, "after": dead}
@@ -1437,7 +1437,7 @@ class DBOSEngine:
             return
         for row in rows:
             reason = f"its executor {dead} stopped answering before the task finished"
-            await asyncio.to_thread(store.mark_lost, row["id"], row["status"], reason)
+            await asyncio.to_thread(store.lose, row["id"], row["status"], reason)
             await self._cancel_workflow(workflow_id(row["id"], row["run_epoch"]))
 
     async def _recorded(self, wf_ids: Sequence[str], timeout: float = 10.0) -> None:
