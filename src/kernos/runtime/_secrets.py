@@ -148,15 +148,14 @@ def scrub_result(result: ToolResult) -> ToolResult:
     details = scrub_value(result.details)
     repairs = result.repairs
     if repairs:  # a receipt shows what was sent: a secret the model sent is scrubbed there too
-        plain = [r.as_dict() for r in repairs]
+        # a result with repairs came through the boundary, loaded already; the commands
+        # that only read the store (and scrub) never load it (tests/test_startup.py)
+        from kernos.boundary import repairs_data, repairs_from_data
+
+        plain = repairs_data(repairs)
         scrubbed = scrub_value(plain)
         if scrubbed != plain:
-            # a result with repairs came through the boundary, loaded already; the commands
-            # that only read the store (and scrub) never load it (tests/test_startup.py)
-            from kernos.boundary import Repair
-
-            found = (Repair.from_dict(r) for r in scrubbed)
-            repairs = tuple(r for r in found if r is not None)
+            repairs = repairs_from_data(scrubbed)
     if text == result.text and details == result.details and repairs is result.repairs:
         return result
     return replace(result, text=text, details=details, repairs=repairs)

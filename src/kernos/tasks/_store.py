@@ -823,11 +823,10 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
         return f"[tool_call] {payload.get('name', '?')} {args}"
     if kind == "normalized":
         # `tasks output` reads the store without the boundary; a receipt is rare (startup)
-        from kernos.boundary import Repair, describe_repairs
+        from kernos.boundary import describe_repairs, repairs_from_data
 
-        listed = payload.get("repairs")
-        found = [Repair.from_dict(r) for r in listed] if isinstance(listed, list) else []
-        line = describe_repairs(str(payload.get("name", "?")), [r for r in found if r])
+        found = repairs_from_data(payload.get("repairs"))
+        line = describe_repairs(str(payload.get("name", "?")), found)
         return f"[normalized] {line}"
     if kind == "tool_result":
         mark = " (error)" if payload.get("is_error") else ""
