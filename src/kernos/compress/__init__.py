@@ -18,7 +18,7 @@ if typing.TYPE_CHECKING:
         compress_files,
     )
     from kernos.compress._protocol import CompressError, CompressProtocol, Draft, Loss, Metrics
-    from kernos.compress._report import format_report, header, json_report
+    from kernos.compress._report import format_report, header, json_report, tool_report
     from kernos.compress._session import Status, method_text
     from kernos.compress._targets import resolve_targets
     from kernos.compress._tokens import DEFAULT_MAX_TOKENS, Tokenizer, count_bytes, count_o200k
@@ -46,6 +46,7 @@ __all__ = [
     "json_report",
     "method_text",
     "resolve_targets",
+    "tool_report",
 ]
 
 
@@ -72,6 +73,7 @@ _EXPORTS = {
     "json_report": "_report",
     "method_text": "_session",
     "resolve_targets": "_targets",
+    "tool_report": "_report",
 }
 
 if not typing.TYPE_CHECKING:
