@@ -46,6 +46,7 @@ if typing.TYPE_CHECKING:
         forget_secrets,
         install_log_scrubber,
         known_secrets,
+        redact,
         register_env_secrets,
         register_secrets,
         register_url_secrets,
@@ -56,7 +57,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._session import Session, SessionEvent, new_session_id
     from kernos.runtime._sessions import get_session, latest_session, list_sessions, record_session
-    from kernos.runtime._store import Migration, Store, StoreError, redact
+    from kernos.runtime._store import Migration, Store, StoreError
     from kernos.runtime._toolsets import (
         BaseToolset,
         Cancellable,
@@ -229,7 +230,7 @@ _EXPORTS = {
     "pick_model_name": "_models",
     "project_root": "_home",
     "record_session": "_sessions",
-    "redact": "_store",
+    "redact": "_secrets",
     "register_env_secrets": "_secrets",
     "register_secrets": "_secrets",
     "register_url_secrets": "_secrets",

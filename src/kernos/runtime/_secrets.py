@@ -142,6 +142,24 @@ def scrub_value(value: Any) -> Any:
     return value
 
 
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|passwd)", re.I)
+
+
+def redact(value: Any) -> Any:
+    """Replace secret values with ``[redacted]``: a value under a secret-looking key, and every
+    secret the one scrubber knows by value or by shape (:func:`scrub_text`)."""
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return scrub_text(value)
+    return value
+
+
 def scrub_result(result: ToolResult) -> ToolResult:
     """A tool result with its text and details scrubbed (what the model and the store see)."""
     text = scrub_text(result.text)
