@@ -73,6 +73,7 @@ if typing.TYPE_CHECKING:
         WorkspaceRefused,
         open_regular,
         path_problem,
+        path_refusal,
     )
 
 __all__ = [
@@ -142,6 +143,7 @@ __all__ = [
     "parse_agent_file",
     "parse_duration",
     "path_problem",
+    "path_refusal",
     "pick_model_name",
     "project_root",
     "record_session",
@@ -227,6 +229,7 @@ _EXPORTS = {
     "parse_agent_file": "_config",
     "parse_duration": "_budget",
     "path_problem": "_workspace",
+    "path_refusal": "_workspace",
     "pick_model_name": "_models",
     "project_root": "_home",
     "record_session": "_sessions",
