@@ -50,31 +50,5 @@ __all__ = [
 ]
 
 
-#: name -> private module, imported on first use: the CLI names Tokenizer without pydantic-ai
-_EXPORTS = {
-    "DEFAULT_MAX_TOKENS": "_tokens",
-    "CompressError": "_protocol",
-    "CompressProtocol": "_protocol",
-    "CompressToolset": "_tools",
-    "Draft": "_protocol",
-    "FileReport": "_loop",
-    "Loss": "_protocol",
-    "Metrics": "_protocol",
-    "Status": "_session",
-    "Tokenizer": "_tokens",
-    "check_file_count": "_loop",
-    "check_options": "_loop",
-    "compress_files": "_loop",
-    "compress_tools": "_tools",
-    "count_bytes": "_tokens",
-    "count_o200k": "_tokens",
-    "format_report": "_report",
-    "header": "_report",
-    "json_report": "_report",
-    "method_text": "_session",
-    "resolve_targets": "_targets",
-    "tool_report": "_report",
-}
-
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+    __getattr__, __dir__ = _lazy.exports(__name__)
