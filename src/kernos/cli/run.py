@@ -59,8 +59,7 @@ async def capped(work: Awaitable[T], seconds: float | None) -> T:
 
 
 def _timeout_seconds(value: str | None) -> float | None:
-    from kernos.runtime import parse_duration
-    from kernos.runtime._budget import DURATION_FIX
+    from kernos.runtime import DURATION_FIX, parse_duration
 
     if value is None:
         return None
@@ -425,7 +424,7 @@ def _run(
         if not quiet:
             activity(event, receipts=receipts)
 
-    from kernos.runtime._trace import span
+    from kernos.runtime import span
 
     started = time.time()
     try:

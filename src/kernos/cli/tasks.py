@@ -59,8 +59,7 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
     """The task store, without the config models: these commands read the store only, so the
     config is checked just for being readable TOML (start-up stays light, and a config problem
     that concerns models or channels does not stop them)."""
-    from kernos.runtime import Store, kernos_home
-    from kernos.runtime._home import config_file
+    from kernos.runtime import Store, config_file, kernos_home
     from kernos.tasks import TaskStore
 
     with config_errors():

@@ -5,7 +5,13 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
-    from kernos.runtime._budget import Budget, BudgetExceeded, format_duration, parse_duration
+    from kernos.runtime._budget import (
+        DURATION_FIX,
+        Budget,
+        BudgetExceeded,
+        format_duration,
+        parse_duration,
+    )
     from kernos.runtime._cassette import (
         CassetteError,
         RecordingModel,
@@ -36,7 +42,7 @@ if typing.TYPE_CHECKING:
     from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
     from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
-    from kernos.runtime._home import kernos_home, project_root
+    from kernos.runtime._home import config_file, kernos_home, project_root
     from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
@@ -67,6 +73,7 @@ if typing.TYPE_CHECKING:
         cancel_toolsets,
         shielded,
     )
+    from kernos.runtime._trace import span
     from kernos.runtime._workspace import (
         NotRegularFile,
         WorkspacePolicy,
@@ -77,6 +84,7 @@ if typing.TYPE_CHECKING:
     )
 
 __all__ = [
+    "DURATION_FIX",
     "KERNOS_SOURCE",
     "KERNOS_TOOLS",
     "NO_MODEL_MESSAGE",
@@ -119,6 +127,7 @@ __all__ = [
     "agent_model_problem",
     "as_pydantic_ai",
     "cancel_toolsets",
+    "config_file",
     "forget_secrets",
     "format_duration",
     "from_source",
@@ -156,6 +165,7 @@ __all__ = [
     "scrub_text",
     "scrub_value",
     "shielded",
+    "span",
     "tool_source",
     "url_secrets",
     "write_cassette",

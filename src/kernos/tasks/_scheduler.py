@@ -26,8 +26,8 @@ from kernos.runtime import (
     model_failure,
     model_target,
     scrub_text,
+    span,
 )
-from kernos.runtime._trace import span
 from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
