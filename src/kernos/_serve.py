@@ -204,7 +204,7 @@ def compress_tool(runtime: Runtime) -> ToolSpec[CompressArgs]:
     only when a draft is approved."""
 
     async def run(params: CompressArgs, ctx: ToolContext) -> ToolResult:
-        from kernos.compress import Status, compress_files
+        from kernos.compress import Status, compress_files, tool_report
 
         try:
             policy = WorkspacePolicy.from_config(runtime.config)
@@ -213,25 +213,10 @@ def compress_tool(runtime: Runtime) -> ToolSpec[CompressArgs]:
             raise ToolError("path_refused", str(exc)) from None
         model = runtime.model(runtime.model_name("compress"))
         (report,) = await compress_files([path], model=model, rounds=params.rounds, in_place=True)
-        data = report.to_json()
-        lines = [f"compress {path}: {report.status.value} after {report.rounds} round(s)"]
-        m = report.metrics
-        if m is not None:
-            lines.append(
-                f"metrics: {m.source_tokens} → {m.draft_tokens} tokens, "
-                f"{m.source_words} → {m.draft_words} words ({m.percent}% smaller)"
-            )
-        if report.losses:
-            lines.append("declared losses:")
-            lines += [f"- {loss.content} ({loss.reason})" for loss in report.losses]
-        else:
-            lines.append("declared losses: none")
-        if report.output is not None:
-            lines.append(f"written: {report.output}")
-        else:
-            lines.append(f"written: nothing ({report.error or 'no approved draft'})")
         return ToolResult(
-            "\n".join(lines), {"report": data}, is_error=report.status is not Status.APPROVED
+            tool_report(report),
+            {"report": report.to_json()},
+            is_error=report.status is not Status.APPROVED,
         )
 
     return ToolSpec(

@@ -19,6 +19,8 @@ from kernos.boundary import (
     call_tool,
     describe_repairs,
     find_repairs,
+    repairs_data,
+    repairs_from_data,
     schema_tool,
 )
 from kernos.runtime import scrub_result
@@ -126,6 +128,20 @@ def test_a_receipt_survives_a_durable_record_and_is_scrubbed() -> None:
     assert scrubbed.repairs[0].became is ABSENT
     replayed = tool_result(json.loads(json.dumps(tool_record(scrubbed))))
     assert replayed.repairs == scrubbed.repairs
+
+
+def test_a_receipt_as_json_data_reads_back_as_it_was() -> None:
+    """One encoding for the store, a durable step's record and the scrubber."""
+    repairs = (
+        Repair("limit", "5", 5, "coerced"),
+        Repair("x", "", ABSENT, "padding"),
+        Repair("tasks[1]", ABSENT, {"a": 1}, "added"),
+    )
+    data = repairs_data(repairs)
+    assert json.loads(json.dumps(data)) == data
+    assert repairs_from_data(json.loads(json.dumps(data))) == repairs
+    assert repairs_from_data([*data, "junk", {"field": 3}]) == repairs
+    assert repairs_from_data(None) == repairs_from_data("x") == ()
 
 
 JSON = st.recursive(

@@ -1,4 +1,4 @@
-"""Claude Code agent files (issue 22 items 15 and 3): found in ``.claude/agents/`` after
+"""Claude Code agent files: found in ``.claude/agents/`` after
 ``.kernos/agents/``, their tool names mapped, ``model: sonnet`` resolved through
 ``[models.sonnet]`` or reported, all of one file's problems in one ``config check`` message."""
 

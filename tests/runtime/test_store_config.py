@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from kernos.runtime import ConfigError, Store, StoreError, load_config, scrub_text
+from kernos.runtime import (
+    ConfigError,
+    Store,
+    StoreError,
+    is_postgres_url,
+    load_config,
+    scrub_text,
+)
 from kernos.runtime._dialect import _pg_ddl, _pg_sql, display_url
 
 
@@ -59,6 +66,36 @@ def test_a_url_kernos_cannot_use_is_a_config_error(
     monkeypatch.setenv("KERNOS_STORE_URL", url)
     with pytest.raises(ConfigError, match=r"^\(environment\): KERNOS_STORE_URL: "):
         load_config(cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://k@db/kernos",
+        "postgres://k@db/kernos",
+        "PostgreSQL://k@db/kernos",
+        " postgres://db/k",
+    ],
+)
+def test_one_answer_to_is_this_a_postgresql_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """The config check, the store, the task engine choice and DBOS's database agree."""
+    from kernos.tasks._dbos import system_database_url
+    from kernos.tasks._engine import crash_mode, engine_name
+
+    monkeypatch.delenv("KERNOS_TASK_ENGINE", raising=False)
+    monkeypatch.setenv("KERNOS_STORE_URL", url)
+    config = load_config(cwd=tmp_path)  # accepted: no ConfigError
+    assert is_postgres_url(url)
+    assert engine_name(config, url) == "dbos"
+    assert crash_mode(config, url) == "resume"
+    assert system_database_url(tmp_path, url) == url
+    monkeypatch.delenv("KERNOS_STORE_URL")
+    for other in ("/srv/k.db", "postgresql-ish", "postgresqlx://h/db", ""):
+        assert not is_postgres_url(other)
+        assert engine_name(config, other) == "local"
+        assert crash_mode(config, other) == "lost"
 
 
 def test_an_unknown_config_key_in_store(tmp_path: Path) -> None:

@@ -418,3 +418,18 @@ def test_the_policy_admits_exactly_the_regular_files_inside_a_root_that_are_not_
     else:
         assert admitted, f"{text!r} admitted as {got}"
         assert str(got) == real
+
+
+def test_one_table_words_a_refusal_for_a_path_sent_and_a_path_read() -> None:
+    from kernos.runtime import path_refusal
+
+    assert path_refusal("denied", "/w") == (
+        "is kernos's own state or configuration, which is never sent; send another file"
+    )
+    assert path_refusal("denied", "/w", read=True) == (
+        "is kernos' own state or configuration, which tools may not read"
+    )
+    assert path_refusal("outside", "/w", read=True) == "is outside the workspace (roots: /w)"
+    assert path_refusal("hidden", "/w", read=True) == (
+        "is hidden (a path component starts with '.'), and hidden paths are not shown"
+    )

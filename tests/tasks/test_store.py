@@ -11,7 +11,7 @@ import pytest
 from tests._stores import LOCKED, LOCKED_MATCH, writer_lock_held
 
 from kernos.runtime import Store
-from kernos.tasks import TaskStore
+from kernos.tasks import ACTIVE, TaskStatus, TaskStore
 
 
 def row(task_id: str) -> dict[str, Any]:
@@ -76,3 +76,55 @@ def test_two_stores_on_one_database_number_events_without_colliding(store_target
     ]
     owner.store.close()
     canceller.store.close()
+
+
+def test_only_an_active_task_is_ended_or_claimed(store_target: str) -> None:
+    """``update(if_active=True)`` and ``claim`` act on a task exactly when its status is ACTIVE."""
+    store = Store(store_target)
+    try:
+        _end_and_claim_each_status(TaskStore(store))
+    finally:
+        store.close()
+
+
+def _end_and_claim_each_status(tasks: TaskStore) -> None:
+    for status in TaskStatus:
+        tasks.insert({**row(f"t_{status}"), "status": str(status)})
+    tasks.flush()
+    for status in TaskStatus:
+        tasks.update(f"t_{status}", if_active=True, final_text="ended")
+    tasks.flush()
+    for status in TaskStatus:
+        got = tasks.get(f"t_{status}")
+        assert got is not None
+        assert (got["final_text"] == "ended") is (status in ACTIVE), status
+    claimed = {s for s in TaskStatus if tasks.claim(f"t_{s}", "executor-1")}
+    assert claimed == set(ACTIVE)
+
+
+def test_a_task_ends_lost_once_and_only_from_an_active_run(store_target: str) -> None:
+    """``lose`` is the one way to end a task ``lost`` (reconcile, the reaper, the orphan guard):
+    an active task only, its ``status`` event with it, and with ``epoch`` only that run."""
+    store = Store(store_target)
+    try:
+        tasks = TaskStore(store)
+        for status in TaskStatus:
+            tasks.insert({**row(f"t_{status}"), "status": str(status)})
+        tasks.flush()
+        ended = {s for s in TaskStatus if tasks.lose(f"t_{s}", str(s), "its process ended")}
+        assert ended == set(ACTIVE)
+        assert not tasks.lose("t_running", "running", "again")  # the first end stands
+        for status in TaskStatus:
+            lines = [line for line in tasks.transcript(f"t_{status}") if "→ lost" in line]
+            assert lines == (
+                [f"[status] {status} → lost — its process ended"] if status in ACTIVE else []
+            )
+        tasks.insert({**row("t_run"), "status": "running"})
+        tasks.flush()
+        assert not tasks.lose("t_run", "running", "a later run", epoch=2)
+        assert tasks.lose("t_run", "running", "its executor went silent", epoch=1)
+        assert tasks.transcript("t_run")[-1] == (
+            "[status] running → lost (run epoch 1) — its executor went silent"
+        )
+    finally:
+        store.close()

@@ -19,7 +19,14 @@ if typing.TYPE_CHECKING:
         strip_padding,
     )
     from kernos.boundary._regex import PatternTooComplex, compile_pattern
-    from kernos.boundary._repairs import ABSENT, Repair, describe_repairs, find_repairs
+    from kernos.boundary._repairs import (
+        ABSENT,
+        Repair,
+        describe_repairs,
+        find_repairs,
+        repairs_data,
+        repairs_from_data,
+    )
     from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
     from kernos.boundary._text import (
         REPLACEMENT,
@@ -65,6 +72,8 @@ __all__ = [
     "is_padding_word",
     "nesting_depth",
     "non_blank_text",
+    "repairs_data",
+    "repairs_from_data",
     "schema_error_text",
     "schema_prepare",
     "schema_tool",
@@ -100,6 +109,8 @@ _EXPORTS = {
     "is_padding_word": "_padding",
     "nesting_depth": "_text",
     "non_blank_text": "_padding",
+    "repairs_data": "_repairs",
+    "repairs_from_data": "_repairs",
     "schema_error_text": "_tool",
     "schema_prepare": "_schema",
     "schema_tool": "_schema",

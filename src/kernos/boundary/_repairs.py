@@ -27,6 +27,7 @@ rule                    the change
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kernos.boundary._padding import NULL_WORDS, is_blank
@@ -110,6 +111,20 @@ def find_repairs(sent: Any, became: Any) -> tuple[Repair, ...]:
     ):  # the arguments' depth is bounded before prepare; never raise all the same
         return (Repair("", sent, became, "rewritten"),)
     return tuple(out)
+
+
+def repairs_data(repairs: Iterable[Repair]) -> list[dict[str, Any]]:
+    """A receipt as plain JSON data (:meth:`Repair.as_dict` each): what the store, a durable
+    step's record and the secret scrubber keep."""
+    return [r.as_dict() for r in repairs]
+
+
+def repairs_from_data(listed: Any) -> tuple[Repair, ...]:
+    """The receipt :func:`repairs_data` wrote; an entry that is not a repair is left out."""
+    if not isinstance(listed, list):
+        return ()
+    found = (Repair.from_dict(r) for r in listed)
+    return tuple(r for r in found if r is not None)
 
 
 def describe_repairs(name: str, repairs: tuple[Repair, ...] | list[Repair]) -> str:

@@ -205,11 +205,17 @@ def write_stdout(text: str) -> None:
         from kernos.boundary import clean_text
 
         data = clean_text(data)
+    write_raw(data)
+
+
+def write_raw(text: str) -> None:
+    """``text`` on stdout as it is (streamed pieces), flushed; a character stdout cannot encode
+    is replaced, never a crash."""
     try:
-        sys.stdout.write(data)
+        sys.stdout.write(text)
     except UnicodeEncodeError:
         encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-        sys.stdout.write(data.encode(encoding, errors="replace").decode(encoding))
+        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))
     sys.stdout.flush()
 
 

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernos.cli._table import count, duration, one_line, table
+from kernos.tasks import ACTIVE
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -49,7 +50,6 @@ RECONCILE_SECONDS = 2.0
 #: how many transcript lines ``t`` shows
 TAIL_LINES = 12
 
-_ACTIVE = frozenset({"pending", "running"})
 
 _STATUS_STYLE = {
     "pending": "cyan",
@@ -116,7 +116,7 @@ def _elapsed(task: Mapping[str, Any], now: float) -> float | None:
         return None
     end = task.get("finished_at")
     if end is None:
-        end = now if task.get("status") in _ACTIVE else task.get("updated_at") or now
+        end = now if task.get("status") in ACTIVE else task.get("updated_at") or now
     return max(0.0, float(end) - float(started))
 
 
@@ -481,7 +481,7 @@ class _Screen:
         tail_height = TAIL_LINES + 1 if self.tail_open else 0
         room = max(1, height - 4 - tail_height)
         visible = self._window(room)
-        running = sum(1 for r in self.rows if r.kind == "task" and r.status in _ACTIVE)
+        running = sum(1 for r in self.rows if r.kind == "task" and r.status in ACTIVE)
         tasks = sum(1 for r in self.rows if r.kind == "task")
         title = Text.assemble(
             ("kernos tasks", "bold"), f" — {tasks} tasks, {running} active", style=""

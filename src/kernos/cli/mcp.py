@@ -57,8 +57,7 @@ def register(app: typer.Typer) -> None:
         MCP: stdio by default, Streamable HTTP with --http."""
         from kernos._app import Interrupted, run_until_signal
         from kernos._serve import KernosMcpServer, is_loopback, parse_http
-        from kernos.runtime import ConfigError, parse_duration
-        from kernos.runtime._budget import DURATION_FIX
+        from kernos.runtime import DURATION_FIX, ConfigError, parse_duration
 
         if foreground_wait <= 0:
             raise fail("--foreground-wait must be a positive number of seconds")

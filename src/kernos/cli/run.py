@@ -23,6 +23,7 @@ from kernos.cli._common import (
     open_runtime,
     stderr_console,
     verbose,
+    write_raw,
     write_stdout,
 )
 from kernos.cli._table import age
@@ -58,8 +59,7 @@ async def capped(work: Awaitable[T], seconds: float | None) -> T:
 
 
 def _timeout_seconds(value: str | None) -> float | None:
-    from kernos.runtime import parse_duration
-    from kernos.runtime._budget import DURATION_FIX
+    from kernos.runtime import DURATION_FIX, parse_duration
 
     if value is None:
         return None
@@ -129,10 +129,10 @@ class AnswerStream:
             if event.data.get("background"):
                 return  # not the last answer: children are running, their news comes next
             if not self.current and self.any:
-                _write("\n")  # a new answer after an earlier one
+                write_raw("\n")  # a new answer after an earlier one
             self.current.append(event.data["text"])
             self.any = True
-            _write(event.data["text"])
+            write_raw(event.data["text"])
         elif event.kind in ("tool_call", "text"):
             if self.current:
                 self.last = "".join(self.current)  # one answer is complete
@@ -143,23 +143,13 @@ class AnswerStream:
             self.last = "".join(self.current)
             self.current = []
         if self.any and self.last == final:
-            _write("\n")
+            write_raw("\n")
         elif final:
             if self.any:
-                _write("\n")
+                write_raw("\n")
             write_stdout(final)
         elif self.any:
-            _write("\n")
-
-
-def _write(text: str) -> None:
-    """Streamed text on stdout, flushed; unencodable characters replaced, never a crash."""
-    try:
-        sys.stdout.write(text)
-    except UnicodeEncodeError:
-        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
-        sys.stdout.write(text.encode(encoding, errors="replace").decode(encoding))
-    sys.stdout.flush()
+            write_raw("\n")
 
 
 def _say_interrupted(signum: int) -> None:
@@ -434,7 +424,7 @@ def _run(
         if not quiet:
             activity(event, receipts=receipts)
 
-    from kernos.runtime._trace import span
+    from kernos.runtime import span
 
     started = time.time()
     try:

@@ -37,9 +37,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on s
 #: SQLite's largest integer: the most ``--limit`` can mean.
 _MAX_LIMIT = 2**63 - 1
 
-#: the statuses a task does not leave by itself: ``--follow`` stops there
-_ACTIVE = frozenset({"pending", "running"})
-
 #: how often ``--follow`` reads the store again, in seconds
 FOLLOW_POLL = 0.2
 
@@ -60,8 +57,7 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
     """The task store, without the config models: these commands read the store only, so the
     config is checked just for being readable TOML (start-up stays light, and a config problem
     that concerns models or channels does not stop them)."""
-    from kernos.runtime import Store, kernos_home
-    from kernos.runtime._home import config_file
+    from kernos.runtime import Store, config_file, kernos_home
     from kernos.tasks import TaskStore
 
     with config_errors():
@@ -131,7 +127,7 @@ def _dump(document: dict[str, Any]) -> None:
 
 def _follow(store: TaskStore, task_id: str, tail: int | None) -> None:
     """Print the transcript, then each new line as it is written, until the task is final."""
-    from kernos.tasks import render_event
+    from kernos.tasks import ACTIVE, render_event
 
     seen = 0
     first = True
@@ -149,7 +145,7 @@ def _follow(store: TaskStore, task_id: str, tail: int | None) -> None:
             seen = events[-1]["seq"]
         if lines:
             write_stdout("\n".join(lines))
-        if row is None or row["status"] not in _ACTIVE:
+        if row is None or row["status"] not in ACTIVE:
             return
         time.sleep(FOLLOW_POLL)
 

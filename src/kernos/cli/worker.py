@@ -148,8 +148,7 @@ def register(app: typer.Typer) -> None:
         chosen = [m.strip() for m in (models or "").split(",") if m.strip()] or None
         if models is not None and chosen is None:
             raise fail("--models is empty; name at least one model, or leave it out for all")
-        from kernos.runtime import parse_duration
-        from kernos.runtime._budget import DURATION_FIX
+        from kernos.runtime import DURATION_FIX, parse_duration
 
         try:
             seconds = parse_duration(grace)

@@ -18,7 +18,7 @@ if typing.TYPE_CHECKING:
         compress_files,
     )
     from kernos.compress._protocol import CompressError, CompressProtocol, Draft, Loss, Metrics
-    from kernos.compress._report import format_report, header, json_report
+    from kernos.compress._report import format_report, header, json_report, tool_report
     from kernos.compress._session import Status, method_text
     from kernos.compress._targets import resolve_targets
     from kernos.compress._tokens import DEFAULT_MAX_TOKENS, Tokenizer, count_bytes, count_o200k
@@ -46,33 +46,9 @@ __all__ = [
     "json_report",
     "method_text",
     "resolve_targets",
+    "tool_report",
 ]
 
 
-#: name -> private module, imported on first use: the CLI names Tokenizer without pydantic-ai
-_EXPORTS = {
-    "DEFAULT_MAX_TOKENS": "_tokens",
-    "CompressError": "_protocol",
-    "CompressProtocol": "_protocol",
-    "CompressToolset": "_tools",
-    "Draft": "_protocol",
-    "FileReport": "_loop",
-    "Loss": "_protocol",
-    "Metrics": "_protocol",
-    "Status": "_session",
-    "Tokenizer": "_tokens",
-    "check_file_count": "_loop",
-    "check_options": "_loop",
-    "compress_files": "_loop",
-    "compress_tools": "_tools",
-    "count_bytes": "_tokens",
-    "count_o200k": "_tokens",
-    "format_report": "_report",
-    "header": "_report",
-    "json_report": "_report",
-    "method_text": "_session",
-    "resolve_targets": "_targets",
-}
-
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+    __getattr__, __dir__ = _lazy.exports(__name__)

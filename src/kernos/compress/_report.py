@@ -80,6 +80,28 @@ def format_report(
     return "\n".join(lines)
 
 
+def tool_report(report: FileReport) -> str:
+    """One file's report as the ``compress`` tool's result (what ``kernos mcp`` answers a host's
+    model): status, sizes, each declared loss, and what was written."""
+    lines = [f"compress {report.path}: {report.status.value} after {report.rounds} round(s)"]
+    m = report.metrics
+    if m is not None:
+        lines.append(
+            f"metrics: {m.source_tokens} → {m.draft_tokens} tokens, "
+            f"{m.source_words} → {m.draft_words} words ({m.percent}% smaller)"
+        )
+    if report.losses:
+        lines.append("declared losses:")
+        lines += [f"- {loss.content} ({loss.reason})" for loss in report.losses]
+    else:
+        lines.append("declared losses: none")
+    if report.output is not None:
+        lines.append(f"written: {report.output}")
+    else:
+        lines.append(f"written: nothing ({report.error or 'no approved draft'})")
+    return "\n".join(lines)
+
+
 def json_report(reports: Sequence[FileReport], *, model: str) -> dict[str, Any]:
     """The ``--json`` document: the model, counts, and one entry per file."""
     return {

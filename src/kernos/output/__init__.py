@@ -88,43 +88,6 @@ __all__ = [
     "send_schema",
 ]
 
-#: name -> private module, imported on first use: ``kernos channels`` builds channels without
-#: the tool machinery (the boundary's pipeline, pydantic models, asyncio)
-_EXPORTS = {
-    "CHANNEL_GROUP": "_registry",
-    "Channel": "_channel",
-    "ChannelConfig": "_channel",
-    "ChannelError": "_channel",
-    "ChannelFactory": "_channel",
-    "DEFAULT_MAX_ITEMS": "_parse",
-    "Delivery": "_channel",
-    "HOOK_GROUP": "_registry",
-    "InboundMessage": "_channel",
-    "ItemOutcome": "_receipt",
-    "LIST_TOOL": "_tools",
-    "OutputArgumentError": "_parse",
-    "OutputBlocked": "_kernel",
-    "OutputContext": "_channel",
-    "OutputHook": "_hooks",
-    "OutputItem": "_parse",
-    "OutputKernel": "_kernel",
-    "OutputReceipt": "_receipt",
-    "OutputToolset": "_tools",
-    "SEND_PREFIX": "_channel",
-    "SendStatus": "_channel",
-    "backfill_meta": "_kernel",
-    "build_channel": "_registry",
-    "build_channels": "_registry",
-    "channel_kinds": "_registry",
-    "channel_line": "_tools",
-    "is_allowed": "_kernel",
-    "load_hooks": "_registry",
-    "output_tools": "_tools",
-    "parse_output_items": "_parse",
-    "read_channels": "_registry",
-    "render_receipt": "_receipt",
-    "send_schema": "_tools",
-}
 
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+    __getattr__, __dir__ = _lazy.exports(__name__)

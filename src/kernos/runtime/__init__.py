@@ -5,7 +5,13 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
-    from kernos.runtime._budget import Budget, BudgetExceeded, format_duration, parse_duration
+    from kernos.runtime._budget import (
+        DURATION_FIX,
+        Budget,
+        BudgetExceeded,
+        format_duration,
+        parse_duration,
+    )
     from kernos.runtime._cassette import (
         CassetteError,
         RecordingModel,
@@ -40,10 +46,11 @@ if typing.TYPE_CHECKING:
         load_config_problems,
         parse_agent_file,
     )
+    from kernos.runtime._dialect import is_postgres_url
     from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
     from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
-    from kernos.runtime._home import kernos_home, project_root
+    from kernos.runtime._home import config_file, kernos_home, project_root
     from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
@@ -53,6 +60,7 @@ if typing.TYPE_CHECKING:
         forget_secrets,
         install_log_scrubber,
         known_secrets,
+        redact,
         register_env_secrets,
         register_secrets,
         register_url_secrets,
@@ -63,7 +71,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._session import Session, SessionEvent, new_session_id
     from kernos.runtime._sessions import get_session, latest_session, list_sessions, record_session
-    from kernos.runtime._store import Migration, Store, StoreError, redact
+    from kernos.runtime._store import Migration, Store, StoreError
     from kernos.runtime._toolsets import (
         BaseToolset,
         Cancellable,
@@ -73,17 +81,20 @@ if typing.TYPE_CHECKING:
         cancel_toolsets,
         shielded,
     )
+    from kernos.runtime._trace import span
     from kernos.runtime._workspace import (
         NotRegularFile,
         WorkspacePolicy,
         WorkspaceRefused,
         open_regular,
         path_problem,
+        path_refusal,
     )
 
 __all__ = [
     "CLAUDE_CODE_MODELS",
     "CLAUDE_CODE_TOOL_MAP",
+    "DURATION_FIX",
     "KERNOS_SOURCE",
     "KERNOS_TOOLS",
     "NO_MODEL_MESSAGE",
@@ -128,6 +139,7 @@ __all__ = [
     "cancel_toolsets",
     "claude_tool_equivalent",
     "claude_tool_instead",
+    "config_file",
     "forget_secrets",
     "format_duration",
     "from_source",
@@ -135,6 +147,7 @@ __all__ = [
     "history_from_turns",
     "install_log_scrubber",
     "is_claude_tool",
+    "is_postgres_url",
     "kernos_home",
     "kernos_tool_home",
     "known_secrets",
@@ -153,6 +166,7 @@ __all__ = [
     "parse_agent_file",
     "parse_duration",
     "path_problem",
+    "path_refusal",
     "pick_model_name",
     "project_root",
     "record_session",
@@ -165,100 +179,12 @@ __all__ = [
     "scrub_text",
     "scrub_value",
     "shielded",
+    "span",
     "tool_source",
     "url_secrets",
     "write_cassette",
 ]
 
-#: name -> private module, imported on first use: config and store never load pydantic-ai
-_EXPORTS = {
-    "CLAUDE_CODE_MODELS": "_claude",
-    "CLAUDE_CODE_TOOL_MAP": "_claude",
-    "claude_tool_equivalent": "_claude",
-    "claude_tool_instead": "_claude",
-    "is_claude_tool": "_claude",
-    "map_claude_tools": "_claude",
-    "AgentConfig": "_config",
-    "BaseToolset": "_toolsets",
-    "Budget": "_budget",
-    "BudgetExceeded": "_budget",
-    "Cancellable": "_toolsets",
-    "CassetteError": "_cassette",
-    "CategoryConfig": "_config",
-    "Config": "_config",
-    "ConfigError": "_errors",
-    "EmptyAnswers": "_errors",
-    "KERNOS_SOURCE": "_foreign",
-    "KERNOS_TOOLS": "_config",
-    "KernosError": "_errors",
-    "McpServerConfig": "_config",
-    "Migration": "_store",
-    "ModelAlias": "_config",
-    "ModelFailure": "_model_errors",
-    "ModelTarget": "_model_errors",
-    "NO_MODEL_MESSAGE": "_config",
-    "NoModelError": "_config",
-    "NotRegularFile": "_workspace",
-    "NormalizedToolset": "_pydantic_ai",
-    "OutputConfig": "_config",
-    "RecordingModel": "_cassette",
-    "ReplayModel": "_cassette",
-    "Runtime": "_runtime",
-    "SecretsFilter": "_secrets",
-    "Session": "_session",
-    "SessionEvent": "_session",
-    "StaticToolset": "_toolsets",
-    "Store": "_store",
-    "StoreError": "_store",
-    "TasksConfig": "_config",
-    "ToolConfig": "_config",
-    "Toolset": "_toolsets",
-    "Watcher": "_toolsets",
-    "WorkspaceConfig": "_config",
-    "WorkspacePolicy": "_workspace",
-    "WorkspaceRefused": "_workspace",
-    "agent_model_problem": "_config",
-    "as_pydantic_ai": "_pydantic_ai",
-    "cancel_toolsets": "_toolsets",
-    "forget_secrets": "_secrets",
-    "get_session": "_sessions",
-    "history_from_turns": "_history",
-    "format_duration": "_budget",
-    "from_source": "_foreign",
-    "install_log_scrubber": "_secrets",
-    "kernos_home": "_home",
-    "known_secrets": "_secrets",
-    "latest_message_text": "_cassette",
-    "latest_session": "_sessions",
-    "list_sessions": "_sessions",
-    "kernos_tool_home": "_config",
-    "load_config": "_config",
-    "load_config_problems": "_config",
-    "load_history": "_history",
-    "model_failure": "_model_errors",
-    "model_target": "_models",
-    "new_session_id": "_session",
-    "normalized": "_pydantic_ai",
-    "open_regular": "_workspace",
-    "parse_agent_file": "_config",
-    "parse_duration": "_budget",
-    "path_problem": "_workspace",
-    "pick_model_name": "_models",
-    "project_root": "_home",
-    "record_session": "_sessions",
-    "redact": "_store",
-    "register_env_secrets": "_secrets",
-    "register_secrets": "_secrets",
-    "register_url_secrets": "_secrets",
-    "resolve_model": "_models",
-    "scrub_result": "_secrets",
-    "scrub_text": "_secrets",
-    "scrub_value": "_secrets",
-    "shielded": "_toolsets",
-    "tool_source": "_foreign",
-    "url_secrets": "_secrets",
-    "write_cassette": "_cassette",
-}
 
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+    __getattr__, __dir__ = _lazy.exports(__name__)

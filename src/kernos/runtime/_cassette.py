@@ -46,8 +46,7 @@ from pydantic_ai.usage import RequestUsage
 from kernos.errors import CassetteError as CassetteError
 from kernos.runtime._clean import clean_response
 from kernos.runtime._foreign import match_text
-from kernos.runtime._secrets import scrub_text
-from kernos.runtime._store import redact
+from kernos.runtime._secrets import redact, scrub_text
 
 
 def latest_message_text(messages: Sequence[ModelMessage]) -> str:

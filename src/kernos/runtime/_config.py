@@ -33,6 +33,7 @@ from kernos.runtime._budget import (
 from kernos.runtime._claude import CLAUDE_CODE_MODELS, map_claude_tools
 
 # defined in _errors (light: the store raises it without building these models); kept here too
+from kernos.runtime._dialect import is_postgres_url
 from kernos.runtime._errors import ConfigError as ConfigError
 from kernos.runtime._home import (
     _expand_env,
@@ -217,7 +218,6 @@ class TasksConfig(_Budgeted):
 
 
 STORE_URL_ENV = "KERNOS_STORE_URL"
-_STORE_SCHEMES = ("postgresql", "postgres")
 
 
 class StoreConfig(_Strict):
@@ -234,7 +234,7 @@ def store_url_problem(url: str) -> str | None:
     scheme, sep, _ = url.strip().partition("://")
     if not sep:
         return f"{_shown(url)!r} is not a URL"
-    if scheme.lower() not in _STORE_SCHEMES:
+    if not is_postgres_url(url):
         return f"unknown scheme {scheme + '://'!r} (the store takes postgresql://)"
     return None  # no host is libpq's default socket; what is wrong with the rest, connecting says
 

@@ -106,7 +106,9 @@ def url_password(url: str) -> list[str]:
 
 
 def is_postgres_url(url: str) -> bool:
-    return url.partition("://")[0].lower() in POSTGRES_SCHEMES and "://" in url
+    """Whether ``url`` names a PostgreSQL store (``postgresql://``, ``postgres://``, any case)."""
+    scheme, sep, _ = url.strip().partition("://")
+    return bool(sep) and scheme.lower() in POSTGRES_SCHEMES
 
 
 class SqliteDialect:

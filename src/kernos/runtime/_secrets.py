@@ -142,21 +142,38 @@ def scrub_value(value: Any) -> Any:
     return value
 
 
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|passwd)", re.I)
+
+
+def redact(value: Any) -> Any:
+    """Replace secret values with ``[redacted]``: a value under a secret-looking key, and every
+    secret the one scrubber knows by value or by shape (:func:`scrub_text`)."""
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return scrub_text(value)
+    return value
+
+
 def scrub_result(result: ToolResult) -> ToolResult:
     """A tool result with its text and details scrubbed (what the model and the store see)."""
     text = scrub_text(result.text)
     details = scrub_value(result.details)
     repairs = result.repairs
     if repairs:  # a receipt shows what was sent: a secret the model sent is scrubbed there too
-        plain = [r.as_dict() for r in repairs]
+        # a result with repairs came through the boundary, loaded already; the commands
+        # that only read the store (and scrub) never load it (tests/test_startup.py)
+        from kernos.boundary import repairs_data, repairs_from_data
+
+        plain = repairs_data(repairs)
         scrubbed = scrub_value(plain)
         if scrubbed != plain:
-            # a result with repairs came through the boundary, loaded already; the commands
-            # that only read the store (and scrub) never load it (tests/test_startup.py)
-            from kernos.boundary import Repair
-
-            found = (Repair.from_dict(r) for r in scrubbed)
-            repairs = tuple(r for r in found if r is not None)
+            repairs = repairs_from_data(scrubbed)
     if text == result.text and details == result.details and repairs is result.repairs:
         return result
     return replace(result, text=text, details=details, repairs=repairs)

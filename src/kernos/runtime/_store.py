@@ -45,7 +45,7 @@ from kernos.runtime._dialect import (
     display_url,
     is_postgres_url,
 )
-from kernos.runtime._secrets import register_secrets, scrub_text
+from kernos.runtime._secrets import redact, register_secrets
 
 if TYPE_CHECKING:
     import asyncio  # only a command that runs a loop loads it (start-up: `kernos tasks list`)
@@ -169,23 +169,6 @@ USAGE_MIGRATIONS: list[Migration] = [
         """,
     ),
 ]
-
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|passwd)", re.I)
-
-
-def redact(value: Any) -> Any:
-    """Replace secret values with ``[redacted]``: a value under a secret-looking key, and every
-    secret the one scrubber knows by value or by shape (:func:`kernos.runtime.scrub_text`)."""
-    if isinstance(value, dict):
-        return {
-            k: "[redacted]" if isinstance(k, str) and _SECRET_KEY.search(k) else redact(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    if isinstance(value, str):
-        return scrub_text(value)
-    return value
 
 
 def _damaged(where: Path | str | None, exc: BaseException) -> StoreError:

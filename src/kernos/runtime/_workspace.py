@@ -58,6 +58,34 @@ def _hidden_parts(path: str, root: str) -> list[str]:
     return [part for part in relative.split(os.sep) if part.startswith(".")]
 
 
+#: what :func:`path_problem` found, as the refusal says it: ``(sent, read)``, the text for a
+#: path a channel would send (:meth:`WorkspacePolicy.attachment`) and for one a built-in tool
+#: would read (``kernos.tools``); ``{roots}`` is filled in with the workspace roots
+PATH_REFUSALS: dict[str, tuple[str, str]] = {
+    "outside": (
+        "is outside the workspace (roots: {roots}); send a file inside it",
+        "is outside the workspace (roots: {roots})",
+    ),
+    "system": (
+        "is a system file (/proc, /sys, /dev), which is never sent; send a file",
+        "is a system file (/proc, /sys, /dev), which tools may not read",
+    ),
+    "denied": (
+        "is kernos's own state or configuration, which is never sent; send another file",
+        "is kernos' own state or configuration, which tools may not read",
+    ),
+    "hidden": (
+        "is a hidden path (a name starting with '.'), which is never sent; send another file",
+        "is hidden (a path component starts with '.'), and hidden paths are not shown",
+    ),
+}
+
+
+def path_refusal(problem: str, roots: str, *, read: bool = False) -> str:
+    """The refusal text for a :func:`path_problem` answer; ``read``: a tool reading the path."""
+    return PATH_REFUSALS[problem][read].format(roots=roots)
+
+
 def path_problem(
     real: str, roots: tuple[str, ...], denied: tuple[str, ...], *, allow_hidden: bool
 ) -> str | None:
@@ -199,31 +227,8 @@ class WorkspacePolicy:
         shown = os.fspath(path).strip()
         real = self._candidate(shown, what)
         problem = path_problem(real, self._roots, self._denied, allow_hidden=self.allow_hidden)
-        if problem == "outside":
-            raise self._refused(
-                what,
-                shown,
-                f"is outside the workspace (roots: {self._where()}); send a file inside it",
-            )
-        if problem == "system":
-            raise self._refused(
-                what,
-                shown,
-                "is a system file (/proc, /sys, /dev), which is never sent; send a file",
-            )
-        if problem == "denied":
-            raise self._refused(
-                what,
-                shown,
-                "is kernos's own state or configuration, which is never sent; send another file",
-            )
-        if problem == "hidden":
-            raise self._refused(
-                what,
-                shown,
-                "is a hidden path (a name starting with '.'), which is never sent; send another "
-                "file",
-            )
+        if problem is not None:
+            raise self._refused(what, shown, path_refusal(problem, self._where()))
         try:
             info = os.stat(real)
         except FileNotFoundError:

@@ -29,11 +29,12 @@ if typing.TYPE_CHECKING:
         resolve_spawn_items,
     )
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
-    from kernos.tasks._state import TRANSITIONS, Residency, TaskStatus, can_move
+    from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
 
 __all__ = [
+    "ACTIVE",
     "FOREGROUND_WAIT",
     "MAX_BATCH",
     "MIGRATIONS",
@@ -65,37 +66,5 @@ __all__ = [
 ]
 
 
-#: name -> private module, imported on first use: the store and pure rules skip pydantic-ai
-_EXPORTS = {
-    "FOREGROUND_WAIT": "_tools",
-    "MAX_BATCH": "_resolve",
-    "MIGRATIONS": "_store",
-    "PADDING_PROMPTS": "_normalize",
-    "PROMPT_FILES": "_prompts",
-    "TASK_TOOL_NAMES": "_manager",
-    "TRANSITIONS": "_state",
-    "BackgroundResolution": "_resolve",
-    "Residency": "_state",
-    "SpawnItem": "_resolve",
-    "SpawnResolution": "_resolve",
-    "TaskArgs": "_resolve",
-    "TaskItemArgs": "_resolve",
-    "TaskManager": "_manager",
-    "TaskRecord": "_scheduler",
-    "TaskScheduler": "_scheduler",
-    "TaskToolset": "_manager",
-    "TaskStatus": "_state",
-    "TaskStore": "_store",
-    "build_task_description": "_prompts",
-    "can_move": "_state",
-    "clamp_task_summary": "_normalize",
-    "normalize_task_arguments": "_normalize",
-    "prompt_text": "_prompts",
-    "render_event": "_store",
-    "render_output": "_tools",
-    "resolve_run_in_background": "_resolve",
-    "resolve_spawn_items": "_resolve",
-}
-
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+    __getattr__, __dir__ = _lazy.exports(__name__)

@@ -40,6 +40,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from kernos.runtime import is_postgres_url
 from kernos.runtime._lean import LeanModel, usage_responses
 from kernos.runtime._lean_wire import Reply
 from kernos.tasks._engine import crash_mode, model_limit
@@ -138,7 +139,7 @@ def workflow_id(task_id: str, epoch: int) -> str:
 
 def system_database_url(home: Any, store_url: str | None) -> str:
     """Postgres store: DBOS's tables go in the same database; SQLite: ``HOME/dbos.sqlite``."""
-    if store_url and store_url.startswith(("postgres://", "postgresql")):
+    if store_url and is_postgres_url(store_url):
         return store_url
     return f"sqlite:///{home}/dbos.sqlite"
 
@@ -1068,7 +1069,7 @@ class DBOSEngine:
                 )
             log.warning("task %s: %s", task_id, reason)
             ended = await asyncio.to_thread(
-                store.lose, task_id, int(row["run_epoch"] or 1), row["status"], reason
+                store.lose, task_id, row["status"], reason, epoch=int(row["run_epoch"] or 1)
             )
             if ended and strand:  # an executor of its version coming back would run it
                 await self._cancel_workflow(wf)
@@ -1329,7 +1330,7 @@ class DBOSEngine:
                         f"(last {dead}); it is not resumed again. Start it anew with the task "
                         "tool if its work is still needed."
                     )
-                    await asyncio.to_thread(store.mark_lost, row["id"], row["status"], reason)
+                    await asyncio.to_thread(store.lose, row["id"], row["status"], reason)
                     await self._cancel_workflow(workflow_id(row["id"], epoch))
                     continue
                 resume = {"epoch": epoch, "time": times + 1, "after": dead}
@@ -1341,7 +1342,7 @@ class DBOSEngine:
             return
         for row in rows:
             reason = f"its executor {dead} stopped answering before the task finished"
-            await asyncio.to_thread(store.mark_lost, row["id"], row["status"], reason)
+            await asyncio.to_thread(store.lose, row["id"], row["status"], reason)
             await self._cancel_workflow(workflow_id(row["id"], row["run_epoch"]))
 
     async def _recorded(self, wf_ids: Sequence[str], timeout: float = 10.0) -> None:

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kernos.runtime import is_postgres_url
 from kernos.tasks._state import SETTLED, TaskStatus
 from kernos.tasks._store import executor_id
 
@@ -81,8 +82,7 @@ def engine_name(config: Config, store_url: str | None = None) -> str:
 
 
 def _postgres(store_url: str | None) -> bool:
-    url = store_url or os.environ.get("KERNOS_STORE_URL", "")
-    return url.startswith(("postgres://", "postgresql"))
+    return is_postgres_url(store_url or os.environ.get("KERNOS_STORE_URL", ""))
 
 
 def crash_mode(config: Config, store_url: str | None = None) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernos.boundary import repairs_data
 from kernos.runtime import (
     BudgetExceeded,
     Runtime,
@@ -25,8 +26,8 @@ from kernos.runtime import (
     model_failure,
     model_target,
     scrub_text,
+    span,
 )
-from kernos.runtime._trace import span
 from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
@@ -329,7 +330,7 @@ class TaskScheduler:
             self._child_event(
                 record,
                 "normalized",
-                {"name": data.get("name"), "repairs": [r.as_dict() for r in data["repairs"]]},
+                {"name": data.get("name"), "repairs": repairs_data(data["repairs"])},
                 data.get("call_id"),
             )
         elif event.kind == "tool_result":

@@ -25,7 +25,14 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel
 
-from kernos.boundary import Repair, ToolContext, ToolResult, ToolSpec, call_tool
+from kernos.boundary import (
+    ToolContext,
+    ToolResult,
+    ToolSpec,
+    call_tool,
+    repairs_data,
+    repairs_from_data,
+)
 from kernos.runtime import scrub_result
 
 #: one recorded call: ``{"text": str, "details": {...}, "is_error": bool}``
@@ -45,7 +52,7 @@ def tool_record(result: ToolResult) -> ToolRecord:
         "is_error": result.is_error,
     }
     if result.repairs:  # the receipt comes back with a replayed result too
-        repairs = [r.as_dict() for r in result.repairs]
+        repairs = repairs_data(result.repairs)
         record["repairs"] = json.loads(pydantic_core.to_json(repairs, fallback=str))
     return record
 
@@ -60,13 +67,11 @@ def tool_result(record: Any) -> ToolResult:
             is_error=True,
         )
     details = record.get("details")
-    listed = record.get("repairs")
-    repairs = [Repair.from_dict(r) for r in listed] if isinstance(listed, list) else []
     return ToolResult(
         text=record["text"],
         details=dict(details) if isinstance(details, dict) else {},
         is_error=bool(record.get("is_error")),
-        repairs=tuple(r for r in repairs if r is not None),
+        repairs=repairs_from_data(record.get("repairs")),
     )
 
 

@@ -175,7 +175,7 @@ _COLUMNS = frozenset(
 )  # fmt: skip
 
 
-_STILL_ACTIVE = " AND status IN ('pending', 'running')"
+_STILL_ACTIVE = " AND status IN (" + ", ".join(f"'{s}'" for s in sorted(ACTIVE)) + ")"
 
 _INSERT_EVENT = (
     "INSERT INTO task_events (task_id, seq, type, payload, created_at) "
@@ -397,17 +397,8 @@ class TaskStore:
             if pid == self.pid or (pid is not None and process_alive(pid, started)):
                 continue
             reason = f"the process that ran it (pid {pid}) ended before the task finished"
-            self.update(
-                row["id"],
-                if_active=True,
-                status=str(TaskStatus.LOST),
-                residency=str(Residency.DISPOSED),
-                error=reason,
-                finished_at=time.time(),
-            )
-            self.event(row["id"], "status", {"from": row["status"], "to": "lost", "why": reason})
-            lost.append(row["id"])
-        self.flush()
+            if self.lose(row["id"], row["status"], reason):
+                lost.append(row["id"])
         return lost
 
     def cancel(self, task_id: str) -> tuple[bool, str]:
@@ -616,9 +607,8 @@ class TaskStore:
             chunk = ids[start : start + _ROWS_AT_ONCE]
             marks = ", ".join("?" for _ in chunk)
             rows = self.store.write_now(
-                f"UPDATE tasks SET executor = ?, updated_at = ? WHERE id IN ({marks}) "
-                "AND status IN ('pending', 'running') AND (executor IS NULL OR executor = ?) "
-                "RETURNING *",
+                f"UPDATE tasks SET executor = ?, updated_at = ? WHERE id IN ({marks})"
+                f"{_STILL_ACTIVE} AND (executor IS NULL OR executor = ?) RETURNING *",
                 (executor, time.time(), *chunk, executor),
             )
             taken.update((row["id"], dict(row)) for row in rows)
@@ -794,37 +784,27 @@ class TaskStore:
         )
         return [dict(row) for row in rows]
 
-    def mark_lost(self, task_id: str, status: str, reason: str) -> None:
-        self.update(
-            task_id,
-            if_active=True,
-            status=str(TaskStatus.LOST),
-            residency=str(Residency.DISPOSED),
-            error=reason,
-            finished_at=time.time(),
-        )
-        self.event(task_id, "status", {"from": status, "to": "lost", "why": reason})
-        self.flush()
-
-    def lose(self, task_id: str, epoch: int, status: str, reason: str) -> bool:
-        """End run ``epoch`` of ``task_id`` ``lost`` if it is still active (its ``status``
-        event only then, in the same transaction); ``False`` when another process ended it or
-        a later run started first."""
+    def lose(self, task_id: str, status: str, reason: str, *, epoch: int | None = None) -> bool:
+        """End ``task_id`` ``lost`` if it is still active (its ``status`` event only then, in
+        the same transaction); ``False`` when another process ended it first. ``epoch``: only
+        that run of it (``False`` when a later run started), named in the event."""
         self.flush()
         now = time.time()
+        run = "" if epoch is None else " AND run_epoch = ?"
         with self.store.transaction() as conn:
             cursor = conn.execute(
                 "UPDATE tasks SET status = ?, residency = ?, error = ?, finished_at = ?, "
-                "updated_at = ? WHERE id = ? AND run_epoch = ?" + _STILL_ACTIVE,
+                "updated_at = ? WHERE id = ?" + run + _STILL_ACTIVE,
                 (str(TaskStatus.LOST), str(Residency.DISPOSED), redact(reason), now, now,
-                 task_id, epoch),
+                 task_id, *(() if epoch is None else (epoch,))),
             )  # fmt: skip
             if not cursor.rowcount:
                 return False
-            data = json.dumps(
-                {"from": status, "to": "lost", "epoch": epoch, "why": redact(reason)},
-                ensure_ascii=False,
-            )
+            payload: dict[str, Any] = {"from": status, "to": "lost"}
+            if epoch is not None:
+                payload["epoch"] = epoch
+            payload["why"] = redact(reason)
+            data = json.dumps(payload, ensure_ascii=False)
             conn.execute(_INSERT_EVENT, (task_id, "status", data, now, task_id))
         return True
 
@@ -843,11 +823,10 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
         return f"[tool_call] {payload.get('name', '?')} {args}"
     if kind == "normalized":
         # `tasks output` reads the store without the boundary; a receipt is rare (startup)
-        from kernos.boundary import Repair, describe_repairs
+        from kernos.boundary import describe_repairs, repairs_from_data
 
-        listed = payload.get("repairs")
-        found = [Repair.from_dict(r) for r in listed] if isinstance(listed, list) else []
-        line = describe_repairs(str(payload.get("name", "?")), [r for r in found if r])
+        found = repairs_from_data(payload.get("repairs"))
+        line = describe_repairs(str(payload.get("name", "?")), found)
         return f"[normalized] {line}"
     if kind == "tool_result":
         mark = " (error)" if payload.get("is_error") else ""

@@ -92,46 +92,6 @@ __all__ = [
     "workspace_tools",
 ]
 
-#: name -> private module, imported on first use: a run without ``[mcp]`` servers never loads the
-#: MCP SDK (about 0.9 s of CPU at every ``kernos run`` and ``kernos worker`` start)
-_EXPORTS = {
-    "BUILTIN_NAMES": "_builtin",
-    "BUILTIN_PREPARE": "_builtin",
-    "CLAUDE_CODE_TOOLS": "_select",
-    "CatalogToolset": "_catalog",
-    "ListFilesArgs": "_builtin",
-    "LocalWorkspace": "_paths",
-    "MAX_FILE_BYTES": "_paths",
-    "McpAgentToolset": "_mcp",
-    "McpServerError": "_mcp",
-    "McpServers": "_mcp",
-    "McpToolset": "_mcp",
-    "PathRefused": "_paths",
-    "ReadFileArgs": "_builtin",
-    "SearchFilesArgs": "_builtin",
-    "TOOLS_GROUP": "_catalog",
-    "ToolCatalog": "_catalog",
-    "ToolEntry": "_catalog",
-    "ToolPluginContext": "_catalog",
-    "WorkspacePaths": "_paths",
-    "agent_tools": "_catalog",
-    "builtin_tools": "_builtin",
-    "check_catalog": "_catalog",
-    "claude_code_hint": "_select",
-    "default_workspace": "_catalog",
-    "doc_descriptions": "_functions",
-    "function_tool": "_functions",
-    "is_glob": "_select",
-    "load_catalog": "_catalog",
-    "load_function": "_catalog",
-    "matches": "_select",
-    "mcp_later": "_select",
-    "mcp_tool_name": "_mcp",
-    "select_mcp_tools": "_select",
-    "select_tools": "_select",
-    "unmatched": "_select",
-    "workspace_tools": "_catalog",
-}
 
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+    __getattr__, __dir__ = _lazy.exports(__name__)

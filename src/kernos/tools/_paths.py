@@ -15,20 +15,13 @@ from pathlib import Path
 from typing import Protocol
 
 from kernos.errors import PathRefused as PathRefused
-from kernos.runtime import WorkspacePolicy, path_problem
+from kernos.runtime import WorkspacePolicy, path_problem, path_refusal
 
 #: the default cap on a file a built-in tool reads (checked with ``stat`` before a byte is read)
 MAX_FILE_BYTES = 10 * 1024 * 1024
 
+
 #: what the runtime rule's answers mean to a model reading a tool's refusal
-_PROBLEMS = {
-    "outside": "is outside the workspace (roots: {roots})",
-    "system": "is a system file (/proc, /sys, /dev), which tools may not read",
-    "denied": "is kernos' own state or configuration, which tools may not read",
-    "hidden": "is hidden (a path component starts with '.'), and hidden paths are not shown",
-}
-
-
 class WorkspacePaths(Protocol):
     """What the built-in tools need from the workspace policy."""
 
@@ -113,7 +106,7 @@ class LocalWorkspace:
         )
         if problem is None:
             return None
-        return _PROBLEMS[problem].format(roots=self._roots_text())
+        return path_refusal(problem, self._roots_text(), read=True)
 
     def resolve(self, path: str, *, directory: bool = False) -> Path:
         given = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)

@@ -23,15 +23,5 @@ __all__ = [
 ]
 
 
-#: name -> private module, imported on first use: a kind loads only its own client library
-_EXPORTS = {
-    "apprise_channel": "_apprise",
-    "console_channel": "_console",
-    "email_channel": "_email",
-    "file_channel": "_file",
-    "onebot_channel": "_onebot",
-    "webhook_channel": "_webhook",
-}
-
 if not typing.TYPE_CHECKING:
-    __getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS)
+    __getattr__, __dir__ = _lazy.exports(__name__)
