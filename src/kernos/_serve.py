@@ -212,7 +212,9 @@ def compress_tool(runtime: Runtime) -> ToolSpec[CompressArgs]:
         except WorkspaceRefused as exc:
             raise ToolError("path_refused", str(exc)) from None
         model = runtime.model(runtime.model_name("compress"))
-        (report,) = await compress_files([path], model=model, rounds=params.rounds, in_place=True)
+        (report,) = await compress_files(
+            [path], model=model, rounds=params.rounds, in_place=True, store=runtime.store
+        )
         data = report.to_json()
         lines = [f"compress {path}: {report.status.value} after {report.rounds} round(s)"]
         m = report.metrics

@@ -51,3 +51,22 @@ async def test_children_of_kernos_mcp_record_their_usage(
     assert isinstance(total, dict) and total["requests"] == 2, document
     (group,) = document["groups"]  # type: ignore[misc]
     assert group["task"].startswith("t_") and group["input_tokens"] > 0
+
+
+async def test_a_repaired_call_of_a_kernos_mcp_child_is_counted(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    explore = agent_is("EXPLORE-AGENT")
+    server.script(
+        tool_call("list_files", {"path": ".", "pattern": ""}, when=explore),  # "" is padding
+        text("two files", when=explore),
+    )
+    params = StdioServerParameters(
+        command=KERNOS, args=["mcp"], env=server_env(project, server), cwd=str(project)
+    )
+    async with Client(params) as client:
+        answer = await client.call_tool("task", CHILD)
+        assert not answer.is_error, answer.content
+    total = usage(project, server)["total"]
+    assert isinstance(total, dict), total
+    assert (total["repaired_calls"], total["rejected_calls"]) == (1, 0)
