@@ -141,6 +141,10 @@ async def agent_session(
 
 # -- a server without a usable model ----------------------------------------------------------
 
+#: the ``usage_calls`` session and agent of the calls the MCP host itself makes
+HOST_SESSION = "mcp"
+HOST_AGENT = "mcp-host"
+
 #: the served tools that need a model, and whose model: the agent's (``None``) or ``compress``'s
 MODEL_TOOLS: dict[str, str | None] = {"task": None, "task_send": None, "compress": "compress"}
 
@@ -212,7 +216,9 @@ def compress_tool(runtime: Runtime) -> ToolSpec[CompressArgs]:
         except WorkspaceRefused as exc:
             raise ToolError("path_refused", str(exc)) from None
         model = runtime.model(runtime.model_name("compress"))
-        (report,) = await compress_files([path], model=model, rounds=params.rounds, in_place=True)
+        (report,) = await compress_files(
+            [path], model=model, rounds=params.rounds, in_place=True, store=runtime.store
+        )
         return ToolResult(
             tool_report(report),
             {"report": report.to_json()},
@@ -426,6 +432,7 @@ class KernosMcpServer:
 
         spec = {s.name: s for s in self.tools(session)}.get(name)
         unusable = self.model_error(name) if spec is not None else None
+        checked = unusable is None  # the boundary (or the unknown-name rule) judged the call
         if unusable is not None:
             result = model_config_error(name, unusable)
         elif spec is None:
@@ -449,7 +456,22 @@ class KernosMcpServer:
         notices = session.take_queued()
         if notices:
             result = dataclasses.replace(result, text=f"{result.text}\n\n{notices}")
-        return scrub_result(result)
+        result = scrub_result(result)  # its receipt too: what is logged and counted below
+        if checked:
+            self._receipt(name, result)
+        return result
+
+    def _receipt(self, name: str, result: ToolResult) -> None:
+        """A host's call the boundary repaired: one ``kernos.log`` line (the receipt ``kernos -v
+        run`` shows); repaired or rejected with a coded error: a ``usage_calls`` row (session
+        ``mcp``, agent ``mcp-host``, no model: the host's is unknown) for ``kernos usage``."""
+        from kernos.runtime._usage_log import record_call
+
+        if result.repairs:
+            from kernos.boundary import describe_repairs
+
+            log.info("mcp host call: %s", describe_repairs(name, result.repairs))
+        record_call(self.runtime.store, HOST_SESSION, HOST_AGENT, None, name, result)
 
     def model_error(self, tool: str) -> ConfigError | None:
         """Why tool ``tool`` cannot have its model (None: it can, or needs none)."""

@@ -12,6 +12,7 @@ import pytest
 
 from kernos.runtime._usage import add_call_counts, aggregate, parse_since, summary_line, total
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
+from tests.compress.conftest import approving_agent
 from tests.conftest import KERNOS
 
 CONFIG = """
@@ -190,3 +191,19 @@ def test_call_counts_join_their_groups() -> None:
         ("unknown", 0, 1),
     ]
     assert (summed["repaired_calls"], summed["rejected_calls"]) == (2, 2)
+
+
+def test_kernos_compress_records_each_request_as_usage_and_no_session(
+    tmp_path: Path, server: FakeOpenAIServer
+) -> None:
+    (tmp_path / "kernos.toml").write_text('default_model = "openai-chat:test"\n', "utf-8")
+    (tmp_path / "a.md").write_text("You are a helpful assistant. Please answer politely.\n")
+    server.script(*approving_agent("a.md", "Answer politely."))
+    done = kernos(tmp_path, server, "compress", "--in-place", "a.md")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(kernos(tmp_path, server, "usage", "--by", "agent", "--json").stdout)
+    (group,) = document["groups"]
+    assert group["agent"] == "compress" and group["input_tokens"] > 0
+    assert group["requests"] == len(server.requests) > 1
+    listed = json.loads(kernos(tmp_path, server, "sessions", "--json").stdout)
+    assert listed["sessions"] == []  # its drafts are no conversation to list or continue

@@ -1,13 +1,13 @@
-"""The ``usage`` table read back (each row with its task and price), and the run's own rows for
-``kernos run``'s total line. The sessions write the table (:mod:`kernos.runtime._usage_log`)."""
+"""The ``usage`` and ``usage_calls`` tables read back (each row with its task and price), and the
+run's own rows for ``kernos run``'s total line. The sessions write both tables
+(:mod:`kernos.runtime._usage_log`)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._usage import call_outcome, price, response_usage
+from kernos.runtime._usage import price, response_usage
 from kernos.runtime._usage_log import open_usage
 
 __all__ = ["UsageRecorder", "call_rows", "open_usage", "usage_rows", "with_cost"]
@@ -17,33 +17,18 @@ if TYPE_CHECKING:
 
 
 class UsageRecorder:
-    """A session-event callback that keeps the ``usage`` events' rows of a run (its sessions
-    store them themselves)."""
+    """A session-event callback that keeps the ``usage`` events' rows of a run, for its total
+    line (its sessions store them, and their repaired / rejected calls, themselves)."""
 
     def __init__(self, store: Store) -> None:
         self.store = open_usage(store)
         self.rows: list[dict[str, Any]] = []
 
     def __call__(self, event: SessionEvent) -> None:
-        if event.kind == "tool_result":
-            self._call(event)
-            return
         if event.kind != "usage":
             return
         for entry in response_usage(event.data.get("responses") or ()):
             self.rows.append({**entry, "session_id": event.session_id, "agent": event.agent})
-
-    def _call(self, event: SessionEvent) -> None:
-        """A call the boundary repaired (its ``normalized`` event came just before) or rejected
-        with a coded error: one row; other calls are not stored."""
-        repaired, rejected = call_outcome(event.data["result"])
-        if repaired or rejected:
-            self.store.execute(
-                "INSERT INTO usage_calls (session_id, agent, model, tool, repaired, rejected,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (event.session_id, event.agent, event.data.get("model"), event.data.get("name"),
-                 int(repaired), int(rejected), time.time()),
-            )  # fmt: skip
 
     def priced(self) -> list[dict[str, Any]]:
         return [with_cost(r) for r in self.rows]

@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
             check_file_count(len(paths), in_place=in_place)
         except CompressError as exc:
             raise fail(str(exc)) from None
-        runtime = open_runtime(config, model, record)
+        runtime = open_runtime(config, model, record, store=True)
         try:
             with config_errors():
                 name = runtime.model_name("compress", model)
@@ -178,6 +178,7 @@ def register(app: typer.Typer) -> None:
                 out=out,
                 max_tokens=max_tokens,
                 force=force,
+                store=runtime.store,
             )
             import asyncio
 

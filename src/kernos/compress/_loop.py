@@ -20,7 +20,7 @@ from kernos.compress._write import (
     remove_stale_temp_files,
     with_trailing_newline,
 )
-from kernos.runtime import ModelTarget, Runtime, model_failure, scrub_text
+from kernos.runtime import ModelTarget, Runtime, Store, model_failure, scrub_text
 
 INTERRUPTED = "interrupted before it finished"
 NOT_STARTED = "interrupted before it started"
@@ -158,6 +158,7 @@ async def _compress_path(
     destination: Path | None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     force: bool = False,
+    store: Store | None = None,
 ) -> FileReport:
     protocol: CompressProtocol | None = None
     try:
@@ -170,7 +171,7 @@ async def _compress_path(
         if protocol.source_tokens > max_tokens:
             too_large = too_large_error(f"{protocol.source_tokens} tokens", max_tokens)
             return _report(path, protocol, Status.CANCELLED, too_large)
-        await run_session(protocol, model, label, rounds)
+        await run_session(protocol, model, label, rounds, store)
         status, error = outcome(protocol, rounds)
         if status is not Status.APPROVED or destination is None:
             return _report(path, protocol, status, error)
@@ -206,6 +207,7 @@ async def compress_files(
     on_report: Callable[[FileReport], None] | None = None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     force: bool = False,
+    store: Store | None = None,
 ) -> list[FileReport]:
     """Compress each file in its own isolated session, at most ``agents`` at a time.
 
@@ -232,6 +234,8 @@ async def compress_files(
         on_report: called as each file finishes (for progress bars).
         max_tokens: the largest source, in tokens, sent to the model (default 100,000).
         force: replace read-only destinations too.
+        store: where each model response is recorded as a usage row (agent ``compress``;
+            ``kernos usage`` reads them); the sessions' turns are not stored. ``None``: nowhere.
 
     Returns:
         One report per path, in the order given.
@@ -274,6 +278,7 @@ async def compress_files(
                     destination=destination,
                     max_tokens=max_tokens,
                     force=force,
+                    store=store,
                 )
         except asyncio.CancelledError:
             report = _report(path, None, Status.CANCELLED, NOT_STARTED)

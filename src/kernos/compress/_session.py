@@ -10,7 +10,7 @@ from pydantic_ai.models import Model
 from kernos.compress._protocol import CompressProtocol
 from kernos.compress._tools import compress_tools, read_text
 from kernos.compress._turns import new_nonce, request_turn, review_turn
-from kernos.runtime import Session
+from kernos.runtime import Session, Store
 
 
 class Status(enum.StrEnum):
@@ -42,14 +42,20 @@ def outcome(protocol: CompressProtocol, rounds: int) -> tuple[Status, str | None
     )
 
 
-async def run_session(protocol: CompressProtocol, model: Model, label: str, rounds: int) -> None:
+async def run_session(
+    protocol: CompressProtocol, model: Model, label: str, rounds: int, store: Store | None = None
+) -> None:
     """Drive one file's session: the request turn, then review turns until a stop rule holds.
 
     Stops when there is no draft, when the last review produced neither a rewrite nor an
     approval (stall), when the newest draft is approved, or when it is over the ``rounds`` budget.
-    At most ``1 + rounds`` turns are sent.
+    At most ``1 + rounds`` turns are sent. Each model response is a usage row in ``store``
+    (agent ``compress``); the turns are not stored: a file's drafts are no conversation for
+    ``kernos sessions`` to list or continue, and would copy every source into the store.
     """
-    session = Session(model, method_text(), compress_tools(protocol), agent="compress", store=None)
+    session = Session(
+        model, method_text(), compress_tools(protocol), agent="compress", usage_store=store
+    )
     nonce = new_nonce(protocol.source)
     await session.prompt(request_turn(label, protocol, nonce))
     while True:

@@ -563,7 +563,7 @@ class LeanLoop:
             is_error=True,
         )
         self.session._results[call_id] = result
-        self.session.emit("tool_result", name=name, result=result, call_id=call_id)
+        self.session.emit_result(name, result, call_id)
         return result.text, False
 
     @staticmethod

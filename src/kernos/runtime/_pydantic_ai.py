@@ -42,6 +42,9 @@ class _SpecHost:
     def emit(self, kind: str, **data: Any) -> None:
         return None
 
+    def emit_result(self, name: str, result: ToolResult, call_id: str | None) -> None:
+        return None
+
 
 def as_pydantic_ai(
     source: Any,

@@ -40,7 +40,7 @@ from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
 from kernos.runtime._trace import span
 from kernos.runtime._usage import response_usage
-from kernos.runtime._usage_log import record_usage
+from kernos.runtime._usage_log import record_call, record_usage
 
 # pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
 # in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
@@ -78,7 +78,10 @@ class Session:
         tools: the kernos tools the model may call (more can be added with :meth:`add_tools`).
         agent: the agent's name, for logs and tool contexts.
         session_id: a stable id (new ``s_…`` when omitted).
-        store: where turns are recorded (none: not recorded).
+        store: where turns are recorded (none: not recorded), and the session's usage.
+        usage_store: where the usage is recorded when ``store`` is none (one row per model
+            response, and the tool calls the boundary repaired or rejected), its turns not
+            (``kernos compress``: a file's drafts are no conversation to list or continue).
         on_event: called for each :class:`SessionEvent`.
         retries: the retry budget of every tool in this session (config ``retries``); ``None``
             keeps each tool's own ``max_retries``.
@@ -106,6 +109,7 @@ class Session:
         agent: str = "main",
         session_id: str | None = None,
         store: Store | None = None,
+        usage_store: Store | None = None,
         on_event: Callable[[SessionEvent], None] | None = None,
         retries: int | None = None,
         workspace: Any = None,
@@ -126,6 +130,8 @@ class Session:
         self.agent = agent
         self.session_id = session_id or new_session_id()
         self.store = store
+        #: where the usage rows and tool-call counts go (``store``, else ``usage_store``)
+        self.usage_store = store if store is not None else usage_store
         self.tools: dict[str, ToolSpec[Any]] = {}
         self.last_text = ""
         self.on_event = on_event
@@ -249,6 +255,15 @@ class Session:
         if self.on_event is not None:
             self.on_event(SessionEvent(self.session_id, self.agent, kind, data))
 
+    def emit_result(self, name: str, result: ToolResult, call_id: str | None) -> None:
+        """The ``tool_result`` event of one call. A call the boundary repaired or rejected with
+        a coded error is counted here (``usage_calls``, :func:`kernos.runtime._usage_log.
+        record_call`), once, whichever process runs the session, like its usage rows."""
+        model = self.model.model_name
+        if self.usage_store is not None:
+            record_call(self.usage_store, self.session_id, self.agent, model, name, result)
+        self.emit("tool_result", name=name, result=result, call_id=call_id, model=model)
+
     # -- queued messages --------------------------------------------------------------------
     @property
     def busy(self) -> bool:
@@ -364,8 +379,9 @@ class Session:
             self._record_usage(self._record_failed())
             raise
         self._record_usage(responses)
-        if self.store is not None:
-            await self.store.flushed()  # the turns are acknowledged before the prompt returns
+        if self.usage_store is not None:
+            # the turns and usage are acknowledged before the prompt returns
+            await self.usage_store.flushed()
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure  # after the turns and their usage are recorded
@@ -378,10 +394,10 @@ class Session:
     def _record_usage(self, responses: list[ModelResponse]) -> None:
         """Store one usage row per response (keyed like the turns in a durable run), then emit
         the ``usage`` event: recorded here, once, whichever process runs the session."""
-        if self.store is not None:
+        if self.usage_store is not None:
             entries = response_usage(responses)
             keys = [self._usage_key() for _ in entries]
-            record_usage(self.store, self.session_id, self.agent, entries, keys)
+            record_usage(self.usage_store, self.session_id, self.agent, entries, keys)
         self.emit("usage", responses=responses)
 
     def _usage_key(self) -> str | None:

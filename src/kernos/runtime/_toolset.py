@@ -201,9 +201,7 @@ class KernosToolset(AbstractToolset[Any]):
                 "normalized", name=name, repairs=result.repairs, call_id=tool_call_id, model=model
             )
         shown = _noted(result, note)
-        self._session.emit(
-            "tool_result", name=name, result=shown, call_id=tool_call_id, model=model
-        )
+        self._session.emit_result(name, shown, tool_call_id)
         result = _noted(delimited(result), note)  # a tool kernos did not write: its text is data
         self._on_result(tool_call_id or "", result)
         return result
@@ -237,7 +235,7 @@ class KernosToolset(AbstractToolset[Any]):
         result = unknown_tool_result(clean_text(name), self._session.tools.keys())
         self._session.emit("tool_call", name=name, args=raw, call_id=tool_call_id)
         self._on_result(tool_call_id or "", result)
-        self._session.emit("tool_result", name=name, result=result, call_id=tool_call_id)
+        self._session.emit_result(name, result, tool_call_id)
         return result
 
 

@@ -1,8 +1,10 @@
-"""The ``usage`` table: one row per model response of every session that records its turns,
-whichever process and engine ran it (``kernos run``, ``kernos mcp``, a ``kernos worker``), a
-failed prompt's responses included. :class:`kernos.runtime.Session` writes it, buffered like its
-turns; ``kernos usage`` and ``kernos sessions`` read it. Its schema is its own migration namespace
-(``usage``), applied as a store opens (:data:`kernos.runtime._store.USAGE_MIGRATIONS`)."""
+"""The ``usage`` table: one row per model response of every session that records its usage,
+whichever process and engine ran it (``kernos run``, ``kernos chat``, ``kernos mcp``, a ``kernos
+worker``, ``kernos compress``), a failed prompt's responses included; and the ``usage_calls``
+table: one row per tool call the boundary repaired or rejected with a coded error.
+:class:`kernos.runtime.Session` writes both, buffered like its turns; ``kernos usage`` and
+``kernos sessions`` read them. Their schema is its own migration namespace (``usage``), applied as
+a store opens (:data:`kernos.runtime._store.USAGE_MIGRATIONS`)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernos.runtime._store import Store
+from kernos.runtime._usage import call_outcome
 
 _INSERT = (
     "INSERT INTO usage (session_id, agent, model, provider, input_tokens, output_tokens,"
     " cached_tokens, created_at, run_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (session_id, run_key) DO NOTHING"
+)
+_INSERT_CALL = (
+    "INSERT INTO usage_calls (session_id, agent, model, tool, repaired, rejected, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -44,3 +51,17 @@ def record_usage(
             (session_id, agent, entry["model"], entry["provider"], entry["input_tokens"],
              entry["output_tokens"], entry["cached_tokens"], now, key),
         )  # fmt: skip
+
+
+def record_call(
+    store: Store, session_id: str, agent: str, model: str | None, tool: str, result: Any
+) -> None:
+    """Buffer one ``usage_calls`` row for a call whose :class:`~kernos.boundary.ToolResult` the
+    boundary repaired or rejected with a coded error
+    (:func:`kernos.runtime._usage.call_outcome`); other calls are not stored."""
+    repaired, rejected = call_outcome(result)
+    if repaired or rejected:
+        store.write_later(
+            _INSERT_CALL,
+            (session_id, agent, model, tool, int(repaired), int(rejected), time.time()),
+        )
