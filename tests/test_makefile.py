@@ -26,10 +26,19 @@ def clone(tmp_path: Path) -> Path:
     return tmp_path
 
 
+#: what a `make` this suite runs under (``make test``) hands its children: left out, so the dry
+#: run plans as a make of its own would (no "Entering directory" lines, no inherited flags)
+_MAKE_VARIABLES = (
+    "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR",
+)  # fmt: skip
+
+
 def dry(clone: Path, target: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in _MAKE_VARIABLES}
     done = subprocess.run(
-        ["make", "-n", target], cwd=clone, capture_output=True, text=True, timeout=60
-    )
+        ["make", "--no-print-directory", "-n", target],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -314,7 +314,7 @@ async def test_a_child_s_task_call_answers_once_its_grandchild_is_queued(
         assert asked(server, "EXPLORE-AGENT", "Started task") == 0
         gate.set()
         assert await manager.wait([child], timeout=60)
-        assert child.status == "completed"
+        assert child.status == "completed", child.error
         assert asked(server, "EXPLORE-AGENT", "Started task") == 1
         (count,) = [g for g in manager.records.values() if g.depth == 2]
         assert await manager.wait([count], timeout=60) and count.status == "completed"
@@ -465,7 +465,8 @@ def check_one_grandchild_and_one_notice_each(
 ) -> None:
     assert child["status"] == "completed", child["error"]
     assert child["final_text"] == "Survey done: 7 tests."
-    assert count["status"] == "completed" and count["final_text"] == "7 tests."
+    assert count["status"] == "completed", count["error"]
+    assert count["final_text"] == "7 tests."
     assert asked(server, "QUICK-WORKER") == 1  # one grandchild, asked once
     # the child asked for the survey once (its first step replayed), and heard of the count once
     assert asked(server, "EXPLORE-AGENT", "Survey the repository.") == 1
