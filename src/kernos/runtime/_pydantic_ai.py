@@ -17,6 +17,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -38,6 +39,10 @@ class _SpecHost:
     retries: int | None = None
     workspace: Any = None
     results: dict[str, ToolResult] = field(default_factory=dict)
+    #: no run budget of kernos's: the per-turn tool-call cap is the default one
+    budget: Any = None
+    #: the caller's agent has a model of its own, which kernos does not see: receipts name none
+    model: Any = field(default_factory=lambda: SimpleNamespace(model_name=None))
 
     def emit(self, kind: str, **data: Any) -> None:
         return None
