@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.usage import RequestUsage
 
-from kernos.boundary import ToolContext, ToolError, ToolSpec
+from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
 from kernos.cli._usage_store import call_rows, usage_rows
 from kernos.runtime import Config, Session, SessionEvent, Store, resolve_model
+from kernos.runtime._store import USAGE_MIGRATIONS
 from kernos.runtime._usage import response_usage
-from kernos.runtime._usage_log import record_usage
+from kernos.runtime._usage_log import record_call, record_usage
 from kernos.tasks import TaskStore
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 
@@ -131,3 +134,32 @@ async def test_call_rows_of_a_replayed_durable_run_are_counted_once(
     store.close()
     # a replayed row is skipped (ON CONFLICT), not a write the store drops with an error
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_the_call_key_migration_keeps_the_rows_of_an_existing_store(tmp_path: Path) -> None:
+    """A store file of the previous version (usage 1-3) with a call row in it: opening it adds
+    the key, keeps the row, and a keyed call is kept once."""
+    path = tmp_path / "kernos.db"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE schema_migrations (namespace TEXT NOT NULL, version INTEGER NOT NULL,"
+            " name TEXT NOT NULL, applied_at REAL NOT NULL, PRIMARY KEY (namespace, version))"
+        )
+        for version, name, sql in USAGE_MIGRATIONS[:3]:
+            db.executescript(sql)
+            db.execute("INSERT INTO schema_migrations VALUES ('usage', ?, ?, 0)", (version, name))
+        db.execute("INSERT INTO usage_calls (session_id, agent, model, tool, rejected, created_at)"
+                   " VALUES ('s_1', 'explore', 'gpt-4o', 'pick', 1, 1)")  # fmt: skip
+    store = Store(path)
+    rejected = ToolResult("no", {"code": "forbidden_key", "stage": "semantic"}, is_error=True)
+    try:
+        assert store.versions("usage") == [1, 2, 3, 4]
+        for _ in range(2):
+            record_call(store, "s_1", "explore", "gpt-4o", "pick", rejected, lambda: "1:1")
+        rows = call_rows(store, None)
+        assert [(r["tool"], r["rejected"], r["run_key"]) for r in rows] == [
+            ("pick", 1, None),
+            ("pick", 1, "1:1"),
+        ]
+    finally:
+        store.close()
