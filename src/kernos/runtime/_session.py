@@ -152,6 +152,7 @@ class Session:
         self._turn_run: str | None = None
         self._turns_keyed = 0
         self._usage_keyed = 0
+        self._calls_keyed = 0
         #: where the current pydantic-ai prompt's messages start in the history
         self._before = 0
         lean = lean_model_for(model, engine)
@@ -235,7 +236,7 @@ class Session:
         """Key the turns recorded from now on ``RUN:1``, ``RUN:2``, … (``None``: unkeyed). A
         durable run replayed after a crash records the turns of its replayed part again, under
         the same keys: the store keeps the first of each, so the history is not doubled."""
-        self._turn_run, self._turns_keyed, self._usage_keyed = run, 0, 0
+        self._turn_run, self._turns_keyed, self._usage_keyed, self._calls_keyed = run, 0, 0, 0
 
     def _turn_key(self) -> str | None:
         if self._turn_run is None:
@@ -258,10 +259,13 @@ class Session:
     def emit_result(self, name: str, result: ToolResult, call_id: str | None) -> None:
         """The ``tool_result`` event of one call. A call the boundary repaired or rejected with
         a coded error is counted here (``usage_calls``, :func:`kernos.runtime._usage_log.
-        record_call`), once, whichever process runs the session, like its usage rows."""
+        record_call`), once, whichever process runs the session, like its usage rows (keyed
+        like them in a durable run, so a replay does not count it again)."""
         model = self.model.model_name
         if self.usage_store is not None:
-            record_call(self.usage_store, self.session_id, self.agent, model, name, result)
+            record_call(
+                self.usage_store, self.session_id, self.agent, model, name, result, self._call_key
+            )
         self.emit("tool_result", name=name, result=result, call_id=call_id, model=model)
 
     # -- queued messages --------------------------------------------------------------------
@@ -405,6 +409,12 @@ class Session:
             return None
         self._usage_keyed += 1
         return f"{self._turn_run}:{self._usage_keyed}"
+
+    def _call_key(self) -> str | None:
+        if self._turn_run is None:
+            return None
+        self._calls_keyed += 1
+        return f"{self._turn_run}:{self._calls_keyed}"
 
     def _record_failed(self, *, keep_turns: bool = True) -> list[ModelResponse]:
         """Record the turns of a prompt that raised (unless ``keep_turns`` is false); returns the

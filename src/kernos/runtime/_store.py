@@ -168,6 +168,16 @@ USAGE_MIGRATIONS: list[Migration] = [
         CREATE INDEX usage_calls_created ON usage_calls(created_at)
         """,
     ),
+    (
+        4,
+        "call keys of durable runs",
+        # a replayed durable run reports its repaired and rejected calls again: keyed as the
+        # usage rows are (migration 2), so each is counted once
+        """
+        ALTER TABLE usage_calls ADD COLUMN run_key TEXT;
+        CREATE UNIQUE INDEX usage_calls_run_key ON usage_calls(session_id, run_key)
+        """,
+    ),
 ]
 
 

@@ -9,7 +9,7 @@ a store opens (:data:`kernos.runtime._store.USAGE_MIGRATIONS`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kernos.runtime._store import Store
@@ -21,8 +21,8 @@ _INSERT = (
     " ON CONFLICT (session_id, run_key) DO NOTHING"
 )
 _INSERT_CALL = (
-    "INSERT INTO usage_calls (session_id, agent, model, tool, repaired, rejected, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO usage_calls (session_id, agent, model, tool, repaired, rejected, created_at,"
+    " run_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, run_key) DO NOTHING"
 )
 
 
@@ -54,14 +54,23 @@ def record_usage(
 
 
 def record_call(
-    store: Store, session_id: str, agent: str, model: str | None, tool: str, result: Any
+    store: Store,
+    session_id: str,
+    agent: str,
+    model: str | None,
+    tool: str,
+    result: Any,
+    key: Callable[[], str | None] = lambda: None,
 ) -> None:
     """Buffer one ``usage_calls`` row for a call whose :class:`~kernos.boundary.ToolResult` the
     boundary repaired or rejected with a coded error
-    (:func:`kernos.runtime._usage.call_outcome`); other calls are not stored."""
+    (:func:`kernos.runtime._usage.call_outcome`); other calls are not stored. ``key()`` gives
+    the row its place in a durable run (called only for a row that is stored, so calls run
+    side by side take the same keys on a replay whichever finishes first): a row whose key the
+    session already has is not recorded again."""
     repaired, rejected = call_outcome(result)
     if repaired or rejected:
         store.write_later(
             _INSERT_CALL,
-            (session_id, agent, model, tool, int(repaired), int(rejected), time.time()),
+            (session_id, agent, model, tool, int(repaired), int(rejected), time.time(), key()),
         )
