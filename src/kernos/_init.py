@@ -3,7 +3,7 @@
 The probe asks ``GET /v1/models`` of ``OPENAI_BASE_URL`` (when set), then of the usual local
 ports on loopback only (Ollama 11434, vLLM 8000, llama.cpp 8080), each with a short timeout; the
 first server that lists a model wins and its first model becomes ``default_model``. The text
-written is :func:`kernos.runtime._starter.render_config`'s.
+written is :func:`kernos._starter.render_config`'s.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernos.runtime import ConfigError
-from kernos.runtime._starter import (
+from kernos._starter import (
     ALIAS,
     FoundServer,
     first_model,
     gitignore_with_state,
     render_config,
 )
+from kernos.runtime import ConfigError
 
 #: the loopback ports probed, in order, and the server that usually listens there
 LOCAL_PORTS = ((11434, "Ollama"), (8000, "vLLM"), (8080, "llama.cpp"))
@@ -53,7 +53,7 @@ def probe_server(base_url: str, api_key: str | None = None) -> Any:
 def find_server(environ: dict[str, str] | None = None) -> FoundServer | None:
     """The first OpenAI-compatible server that lists a model: ``OPENAI_BASE_URL``, then the
     local ports of :data:`LOCAL_PORTS` on 127.0.0.1; None when none does."""
-    from kernos.runtime._starter import server_kind
+    from kernos._starter import server_kind
 
     env = os.environ if environ is None else environ
     base = env.get("OPENAI_BASE_URL", "").strip()
@@ -75,7 +75,7 @@ def find_server(environ: dict[str, str] | None = None) -> FoundServer | None:
 def server_at(base_url: str, model: str | None, found_by: str) -> FoundServer | None:
     """``base_url`` as a server with ``model``; no model: the first one it lists (asked now),
     None when it lists none."""
-    from kernos.runtime._starter import server_kind
+    from kernos._starter import server_kind
 
     url = base_url.strip().rstrip("/")
     if model:

@@ -465,7 +465,7 @@ class KernosMcpServer:
         """A host's call the boundary repaired: one ``kernos.log`` line (the receipt ``kernos -v
         run`` shows); repaired or rejected with a coded error: a ``usage_calls`` row (session
         ``mcp``, agent ``mcp-host``, no model: the host's is unknown) for ``kernos usage``."""
-        from kernos.runtime._usage_log import record_call
+        from kernos.runtime import record_call
 
         if result.repairs:
             from kernos.boundary import describe_repairs

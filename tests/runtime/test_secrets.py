@@ -33,7 +33,7 @@ from kernos.runtime import (
     scrub_text,
     url_secrets,
 )
-from kernos.runtime._config import _expand_env
+from kernos.runtime._config import expand_env
 from kernos.runtime._secrets import secret_field
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.conftest import KERNOS
@@ -133,7 +133,7 @@ def test_log_records_of_every_kernos_logger_are_scrubbed(tmp_path: Path) -> None
 
 def test_expanded_env_values_are_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOOK_PASSWORD", NO_SHAPE)
-    assert _expand_env({"x": "p=${HOOK_PASSWORD}"}, None, "") == {"x": f"p={NO_SHAPE}"}
+    assert expand_env({"x": "p=${HOOK_PASSWORD}"}, None, "") == {"x": f"p={NO_SHAPE}"}
     assert scrub_text(f"login {NO_SHAPE} refused") == "login [redacted] refused"
 
 
@@ -194,7 +194,7 @@ def test_double_dollar_is_the_literal_reference(
     assert config.agents["main"].instructions == (
         "Write ${UNSET_THING} and ${SET_TOKEN}, not settokenvalue-1."
     )
-    assert _expand_env({"a": "$$${SET_TOKEN}", "b": "$ {X} $$ {Y}"}, None, "") == {
+    assert expand_env({"a": "$$${SET_TOKEN}", "b": "$ {X} $$ {Y}"}, None, "") == {
         "a": "$${SET_TOKEN}",
         "b": "$ {X} $$ {Y}",
     }

@@ -1,4 +1,4 @@
-"""The pure rules of ``kernos init`` (``kernos.runtime._starter``): which model a server lists,
+"""The pure rules of ``kernos init`` (``kernos._starter``): which model a server lists,
 which server it is, the ``.gitignore`` line, and a config text that loads."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from kernos.runtime import load_config
-from kernos.runtime._starter import (
+from kernos._starter import (
     FoundServer,
     first_model,
     gitignore_with_state,
     render_config,
     server_kind,
 )
+from kernos.runtime import load_config
 
 
 @pytest.mark.parametrize(

@@ -236,9 +236,7 @@ def verbose() -> bool:
 def say_where(cwd: Path | None = None) -> None:
     """``-v``: one stderr line naming the store and the default config, and why those (a
     PostgreSQL store is shown without its password)."""
-    from kernos.runtime import kernos_home, project_root, scrub_text
-    from kernos.runtime._config import peek_store_url
-    from kernos.runtime._dialect import display_url
+    from kernos.runtime import display_url, kernos_home, peek_store_url, project_root, scrub_text
 
     root = project_root(cwd)
     home = kernos_home(cwd)

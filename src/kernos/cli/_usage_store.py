@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._usage import price, response_usage
-from kernos.runtime._usage_log import open_usage
+from kernos.runtime import open_usage, price, response_usage
 
 __all__ = ["UsageRecorder", "call_rows", "open_usage", "usage_rows", "with_cost"]
 
@@ -59,7 +58,7 @@ def usage_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
 def session_totals(store: Store, session_ids: Iterable[str | None]) -> dict[str, dict[str, Any]]:
     """Each session's usage summed (:func:`kernos.runtime._usage.total`: requests, tokens,
     cost), for the sessions of ``session_ids`` that have usage rows."""
-    from kernos.runtime._usage import total
+    from kernos.runtime import total
 
     wanted = sorted({sid for sid in session_ids if sid})
     if not wanted:

@@ -84,7 +84,7 @@ def _show_tasks(chat: Chat) -> None:
 
 
 def _show_usage(usage: UsageRecorder) -> None:
-    from kernos.runtime._usage import summary_line, total
+    from kernos.runtime import summary_line, total
 
     sys.stdout.write(f"this chat: {summary_line(total(usage.priced()))}\n")
     sys.stdout.flush()
@@ -236,7 +236,7 @@ def register(app: typer.Typer) -> None:
                     highlight=False,
                 )
             if not quiet:
-                from kernos.runtime._usage import summary_line, total
+                from kernos.runtime import summary_line, total
 
                 err.print(summary_line(total(usage.priced())), markup=False)
         finally:

@@ -62,7 +62,7 @@ def _write_json(path: Path, reports: list[FileReport], model: str) -> bool:
 
     document = json.dumps(json_report(reports, model=model), ensure_ascii=False, indent=2)
     try:
-        from kernos.compress._write import atomic_write
+        from kernos.compress import atomic_write
 
         atomic_write(path, document + "\n")
     except OSError as exc:

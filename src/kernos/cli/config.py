@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         it, as Markdown (docs/config.md is this output)."""
         import json
 
-        from kernos.runtime._reference import config_reference, reference_record, render_reference
+        from kernos.runtime import config_reference, reference_record, render_reference
 
         tables = config_reference()
         if as_json:

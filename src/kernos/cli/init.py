@@ -12,7 +12,7 @@ import typer
 from kernos.cli._common import EXIT_OK, config_errors, err, fail, write_stdout
 
 if TYPE_CHECKING:
-    from kernos.runtime._starter import FoundServer
+    from kernos._starter import FoundServer
 
 
 def _ask() -> FoundServer | None:

@@ -31,8 +31,7 @@ from kernos.errors import RunTimedOut as RunTimedOut
 
 if TYPE_CHECKING:
     from kernos.cli._usage_store import UsageRecorder
-    from kernos.runtime import Runtime, SessionEvent
-    from kernos.runtime._config import ModelPrice
+    from kernos.runtime import ModelPrice, Runtime, SessionEvent
 
 T = TypeVar("T")
 
@@ -186,7 +185,7 @@ class _Report:
 
     def total(self) -> dict[str, Any]:
         """This run's requests, tokens and cost so far."""
-        from kernos.runtime._usage import reprice, total
+        from kernos.runtime import reprice, total
 
         return total(reprice(self.usage.priced() if self.usage else (), self.prices))
 
@@ -462,7 +461,7 @@ def _run(
         raise Failure(f"the run was {exc}", exc.exit_code) from None
     except RunTimedOut:
         if not quiet:
-            from kernos.runtime._usage import summary_line
+            from kernos.runtime import summary_line
 
             err.print(summary_line(report.total()), markup=False)
         shown = format_duration(seconds or 0)
@@ -477,7 +476,7 @@ def _run(
         runtime.close()
     report.answer = outcome.text
     if not quiet:  # the run went to its end (an error answer included): its total
-        from kernos.runtime._usage import summary_line
+        from kernos.runtime import summary_line
 
         err.print(summary_line(report.total()), markup=False)
     for child in outcome.left:  # --no-wait: where each unfinished child's result will be

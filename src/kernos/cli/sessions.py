@@ -47,8 +47,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """A session's transcript (turns, tool calls and results), then the tasks it spawned."""
         from kernos.cli.tasks import task_record
-        from kernos.runtime import get_session
-        from kernos.runtime._sessions import session_events
+        from kernos.runtime import get_session, session_events
         from kernos.tasks import TaskStore, render_event
 
         runtime = open_runtime(config, store=True)

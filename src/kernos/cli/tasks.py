@@ -64,7 +64,7 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
         _, data = config_file(config)
     if "store" in data or os.environ.get("KERNOS_STORE_URL"):
         # a store named by the config or the environment: the whole config says where
-        from kernos.tasks._engine import crash_mode  # imports asyncio: only on this path
+        from kernos.tasks import crash_mode  # imports asyncio: only on this path
 
         runtime = open_runtime(config, store=True)
         opened, close = runtime.store, runtime.close

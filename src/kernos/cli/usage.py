@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         children included, grouped; with --json also the tool calls the boundary repaired and
         those it rejected with a code."""
         from kernos.cli._usage_store import call_rows, usage_rows
-        from kernos.runtime._usage import (
+        from kernos.runtime import (
             GROUPS,
             add_call_counts,
             aggregate,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kernos.runtime import Runtime
-    from kernos.tasks._scheduler import TaskRecord
+    from kernos.tasks import TaskRecord
 
 
 async def serve_worker(runtime: Runtime, models: list[str] | None, quiet: bool = False) -> None:
@@ -39,8 +39,7 @@ async def serve_worker(runtime: Runtime, models: list[str] | None, quiet: bool =
     import time
 
     from kernos._app import TOOLSETS, _task_toolset, agent_session, child_tools
-    from kernos.tasks import TaskManager
-    from kernos.tasks._dbos import DBOSEngine, queue_name
+    from kernos.tasks import DBOSEngine, TaskManager, queue_name
 
     listen = [queue_name(m) for m in models] if models else None
     factories = tuple(f for f in TOOLSETS if f is not _task_toolset)
@@ -77,7 +76,7 @@ async def serve_worker(runtime: Runtime, models: list[str] | None, quiet: bool =
 
 
 def _child_lines(executor: str, clock: Callable[[], float]) -> Callable[[str, TaskRecord], None]:
-    from kernos.tasks._worker_lines import ended_line, took_line
+    from kernos.tasks import ended_line, took_line
 
     started: dict[str, float] = {}
 

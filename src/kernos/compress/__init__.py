@@ -23,6 +23,7 @@ if typing.TYPE_CHECKING:
     from kernos.compress._targets import resolve_targets
     from kernos.compress._tokens import DEFAULT_MAX_TOKENS, Tokenizer, count_bytes, count_o200k
     from kernos.compress._tools import CompressToolset, compress_tools
+    from kernos.compress._write import atomic_write
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -35,6 +36,7 @@ __all__ = [
     "Metrics",
     "Status",
     "Tokenizer",
+    "atomic_write",
     "check_file_count",
     "check_options",
     "compress_files",

@@ -159,7 +159,7 @@ def read_channels(path: Path | str | None = None, *, cwd: Path | None = None) ->
         ConfigError: unreadable TOML, an unset ``${ENV}`` in a channel table, or see
             :func:`build_channels`.
     """
-    from kernos.runtime._home import _expand_env, config_file, kernos_home, register_config_urls
+    from kernos.runtime import config_file, expand_env, kernos_home, register_config_urls
 
     where = cwd or Path.cwd()
     file, data = config_file(path, cwd=where)
@@ -172,7 +172,7 @@ def read_channels(path: Path | str | None = None, *, cwd: Path | None = None) ->
         from kernos.runtime import load_config
 
         return build_channels(load_config(path, cwd=where))
-    tables = _expand_env(tables, file, "channels")
+    tables = expand_env(tables, file, "channels")
     register_config_urls({"channels": tables})
     found = file if file.exists() else None
     base_dir = file.parent.absolute()

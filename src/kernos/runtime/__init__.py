@@ -35,6 +35,7 @@ if typing.TYPE_CHECKING:
         Config,
         McpServerConfig,
         ModelAlias,
+        ModelPrice,
         NoModelError,
         OutputConfig,
         TasksConfig,
@@ -45,15 +46,25 @@ if typing.TYPE_CHECKING:
         load_config,
         load_config_problems,
         parse_agent_file,
+        peek_store_url,
     )
-    from kernos.runtime._dialect import is_postgres_url
+    from kernos.runtime._dialect import display_url, is_postgres_url
     from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
     from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
-    from kernos.runtime._home import config_file, kernos_home, project_root
+    from kernos.runtime._home import (
+        config_file,
+        expand_env,
+        kernos_home,
+        project_root,
+        register_config_urls,
+    )
+    from kernos.runtime._lean import LeanModel, usage_responses
+    from kernos.runtime._lean_wire import Reply
     from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
+    from kernos.runtime._reference import config_reference, reference_record, render_reference
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
         SecretsFilter,
@@ -70,7 +81,13 @@ if typing.TYPE_CHECKING:
         url_secrets,
     )
     from kernos.runtime._session import Session, SessionEvent, new_session_id
-    from kernos.runtime._sessions import get_session, latest_session, list_sessions, record_session
+    from kernos.runtime._sessions import (
+        get_session,
+        latest_session,
+        list_sessions,
+        record_session,
+        session_events,
+    )
     from kernos.runtime._store import Migration, Store, StoreError
     from kernos.runtime._toolsets import (
         BaseToolset,
@@ -82,6 +99,19 @@ if typing.TYPE_CHECKING:
         shielded,
     )
     from kernos.runtime._trace import span
+    from kernos.runtime._usage import (
+        GROUPS,
+        add_call_counts,
+        aggregate,
+        cost_text,
+        parse_since,
+        price,
+        reprice,
+        response_usage,
+        summary_line,
+        total,
+    )
+    from kernos.runtime._usage_log import open_usage, record_call
     from kernos.runtime._workspace import (
         NotRegularFile,
         WorkspacePolicy,
@@ -95,6 +125,7 @@ __all__ = [
     "CLAUDE_CODE_MODELS",
     "CLAUDE_CODE_TOOL_MAP",
     "DURATION_FIX",
+    "GROUPS",
     "KERNOS_SOURCE",
     "KERNOS_TOOLS",
     "NO_MODEL_MESSAGE",
@@ -109,10 +140,12 @@ __all__ = [
     "ConfigError",
     "EmptyAnswers",
     "KernosError",
+    "LeanModel",
     "McpServerConfig",
     "Migration",
     "ModelAlias",
     "ModelFailure",
+    "ModelPrice",
     "ModelTarget",
     "NoModelError",
     "NormalizedToolset",
@@ -120,6 +153,7 @@ __all__ = [
     "OutputConfig",
     "RecordingModel",
     "ReplayModel",
+    "Reply",
     "Runtime",
     "SecretsFilter",
     "Session",
@@ -134,12 +168,18 @@ __all__ = [
     "WorkspaceConfig",
     "WorkspacePolicy",
     "WorkspaceRefused",
+    "add_call_counts",
     "agent_model_problem",
+    "aggregate",
     "as_pydantic_ai",
     "cancel_toolsets",
     "claude_tool_equivalent",
     "claude_tool_instead",
     "config_file",
+    "config_reference",
+    "cost_text",
+    "display_url",
+    "expand_env",
     "forget_secrets",
     "format_duration",
     "from_source",
@@ -163,25 +203,39 @@ __all__ = [
     "new_session_id",
     "normalized",
     "open_regular",
+    "open_usage",
     "parse_agent_file",
     "parse_duration",
+    "parse_since",
     "path_problem",
     "path_refusal",
+    "peek_store_url",
     "pick_model_name",
+    "price",
     "project_root",
+    "record_call",
     "record_session",
     "redact",
+    "reference_record",
+    "register_config_urls",
     "register_env_secrets",
     "register_secrets",
     "register_url_secrets",
+    "render_reference",
+    "reprice",
     "resolve_model",
+    "response_usage",
     "scrub_result",
     "scrub_text",
     "scrub_value",
+    "session_events",
     "shielded",
     "span",
+    "summary_line",
     "tool_source",
+    "total",
     "url_secrets",
+    "usage_responses",
     "write_cassette",
 ]
 

@@ -36,10 +36,10 @@ from kernos.runtime._claude import CLAUDE_CODE_MODELS, map_claude_tools
 from kernos.runtime._dialect import is_postgres_url
 from kernos.runtime._errors import ConfigError as ConfigError
 from kernos.runtime._home import (
-    _expand_env,
     _read_text,
     check_depth,
     config_file,
+    expand_env,
     load_toml,
     register_config_urls,
     substitute_env,
@@ -517,14 +517,14 @@ def _expand_env_lazily(
     ``others``), so only a command using that model fails. An unset variable outside
     ``[models.*]`` is appended to ``problems`` and expands to ``""``."""
     models = data.get("models")
-    rest = _expand_env({k: v for k, v in data.items() if k != "models"}, file, "", problems)
+    rest = expand_env({k: v for k, v in data.items() if k != "models"}, file, "", problems)
     if not isinstance(models, dict):
         return ({**rest, "models": models} if "models" in data else rest), {}
     deferred: dict[str, ConfigError] = {}
     expanded: dict[str, Any] = {}
     for alias, table in models.items():
         unset: list[ConfigError] = []
-        expanded[alias] = _expand_env(table, file, f"models.{alias}", unset)
+        expanded[alias] = expand_env(table, file, f"models.{alias}", unset)
         if unset:
             unset[0].others = unset[1:]
             deferred[alias] = unset[0]

@@ -150,7 +150,7 @@ def substitute_env(text: str, value_of: Callable[[str], str]) -> str:
     return _ENV_REF.sub(one, text)
 
 
-def _expand_env(
+def expand_env(
     value: Any, file: Path | None, key: str, missing: list[ConfigError] | None = None
 ) -> Any:
     """``value`` with its ``${ENV}`` references expanded (``$${X}`` is the literal ``${X}``).
@@ -188,10 +188,10 @@ def _expand_env(
         return substitute_env(value, lookup)
     if isinstance(value, dict):
         return {
-            k: _expand_env(v, file, f"{key}.{k}" if key else k, missing) for k, v in value.items()
+            k: expand_env(v, file, f"{key}.{k}" if key else k, missing) for k, v in value.items()
         }
     if isinstance(value, list):
-        return [_expand_env(v, file, f"{key}[{i}]", missing) for i, v in enumerate(value)]
+        return [expand_env(v, file, f"{key}[{i}]", missing) for i, v in enumerate(value)]
     return value
 
 

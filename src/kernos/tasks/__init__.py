@@ -11,6 +11,8 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
+    from kernos.tasks._dbos import DBOSEngine, queue_name
+    from kernos.tasks._engine import crash_mode
     from kernos.tasks._manager import TASK_TOOL_NAMES, TaskManager, TaskToolset
     from kernos.tasks._normalize import (
         PADDING_PROMPTS,
@@ -32,6 +34,7 @@ if typing.TYPE_CHECKING:
     from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
+    from kernos.tasks._worker_lines import ended_line, took_line
 
 __all__ = [
     "ACTIVE",
@@ -43,6 +46,7 @@ __all__ = [
     "TASK_TOOL_NAMES",
     "TRANSITIONS",
     "BackgroundResolution",
+    "DBOSEngine",
     "Residency",
     "SpawnItem",
     "SpawnResolution",
@@ -57,12 +61,16 @@ __all__ = [
     "build_task_description",
     "can_move",
     "clamp_task_summary",
+    "crash_mode",
+    "ended_line",
     "normalize_task_arguments",
     "prompt_text",
+    "queue_name",
     "render_event",
     "render_output",
     "resolve_run_in_background",
     "resolve_spawn_items",
+    "took_line",
 ]
 
 

@@ -40,9 +40,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from kernos.runtime import is_postgres_url
-from kernos.runtime._lean import LeanModel, usage_responses
-from kernos.runtime._lean_wire import Reply
+from kernos.runtime import LeanModel, Reply, is_postgres_url, usage_responses
 from kernos.tasks._engine import crash_mode, model_limit
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
 from kernos.tasks._steps import ToolRecord, stepped
