@@ -71,6 +71,15 @@ ModelOption = Annotated[
     str | None,
     typer.Option("--model", "-m", help="Model string or alias, e.g. openai-chat:gpt-5-mini."),
 ]
+#: the options of the commands that hold a conversation (``kernos run``, ``kernos chat``)
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No activity on stderr.")]
+ContinueOption = Annotated[
+    bool, typer.Option("--continue", help="Continue the most recent session of this store.")
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option("--session", help="Continue the session ID (see `kernos sessions`)."),
+]
 
 T = TypeVar("T")
 

@@ -14,7 +14,10 @@ import typer
 from kernos.cli._common import (
     EXIT_OK,
     ConfigOption,
+    ContinueOption,
     ModelOption,
+    QuietOption,
+    SessionOption,
     config_errors,
     err,
     fail,
@@ -112,17 +115,9 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         config: ConfigOption = None,
-        continue_last: Annotated[
-            bool,
-            typer.Option("--continue", help="Continue the most recent session of this store."),
-        ] = False,
-        session_id: Annotated[
-            str | None,
-            typer.Option("--session", help="Continue the session ID (see `kernos sessions`)."),
-        ] = None,
-        quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="No activity on stderr.")
-        ] = False,
+        continue_last: ContinueOption = False,
+        session_id: SessionOption = None,
+        quiet: QuietOption = False,
     ) -> None:
         """Talk with an agent in the terminal: one session across turns, answers streamed.
 

@@ -15,8 +15,11 @@ import typer
 from kernos.cli._common import (
     EXIT_OK,
     ConfigOption,
+    ContinueOption,
     Failure,
     ModelOption,
+    QuietOption,
+    SessionOption,
     config_errors,
     err,
     fail,
@@ -289,17 +292,9 @@ def register(app: typer.Typer) -> None:
                 "one left unfinished (stopped, or left to kernos worker processes).",
             ),
         ] = False,
-        quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="No activity on stderr.")
-        ] = False,
-        continue_last: Annotated[
-            bool,
-            typer.Option("--continue", help="Continue the most recent session of this store."),
-        ] = False,
-        session_id: Annotated[
-            str | None,
-            typer.Option("--session", help="Continue the session ID (see `kernos sessions`)."),
-        ] = None,
+        quiet: QuietOption = False,
+        continue_last: ContinueOption = False,
+        session_id: SessionOption = None,
         timeout: Annotated[
             str | None,
             typer.Option(
