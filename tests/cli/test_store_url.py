@@ -11,6 +11,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests.conftest import KERNOS
 
@@ -33,8 +35,9 @@ def is_child(request: dict[str, object]) -> bool:
 def kernos(
     cwd: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run kernos in ``cwd``; one that has not ended in 300 s prints every thread's stack
-    (``SIGABRT`` with faulthandler on) and the test fails with them and the end of its log."""
+    """Run kernos in ``cwd``; one that has not ended in 120 s prints every thread's stack
+    (``SIGABRT`` with faulthandler on) and the test fails with them and the end of its log,
+    well before the test's own time limit (which would leave the process running)."""
     home = cwd / ".kernos"
     full = {**os.environ, "KERNOS_HOME": str(home), "PYTHONFAULTHANDLER": "1", **(env or {})}
     proc = subprocess.Popen(
@@ -42,16 +45,23 @@ def kernos(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        out, error = proc.communicate(timeout=300)
+        out, error = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)
-        try:
-            out, error = proc.communicate(timeout=30)
-        finally:
+        out, error = proc.communicate(timeout=30)
+        raise AssertionError(
+            f"kernos {args} did not end in 120 s:\n{out}\n{error}\n{logs(cwd)}"
+        ) from None
+    finally:
+        if proc.poll() is None:
             proc.kill()
-        logs = "".join(p.read_text()[-4000:] for p in home.rglob("*.log"))
-        raise AssertionError(f"kernos {args} did not end in 300 s:\n{error}\n{logs}") from None
+            proc.wait()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, error)
+
+
+def logs(cwd: Path) -> str:
+    """The end of each log kernos wrote under ``cwd``."""
+    return "".join(p.read_text()[-6000:] for p in (cwd / ".kernos").rglob("*.log"))
 
 
 def with_password(url: str) -> str:
@@ -59,6 +69,7 @@ def with_password(url: str) -> str:
     return url.replace("postgresql://postgres@", f"postgresql://postgres:{PASSWORD}@", 1)
 
 
+@pytest.mark.timeout(400)
 def test_a_child_spawned_by_run_is_seen_by_another_process(
     tmp_path: Path, server: FakeOpenAIServer, fresh_postgres_url: str
 ) -> None:
@@ -73,7 +84,7 @@ def test_a_child_spawned_by_run_is_seen_by_another_process(
         text("Survey: 3 modules.", when=lambda r: not is_child(r)),
     )
     run = kernos(runner, "run", "survey it", env={**server.env(), "KERNOS_STORE_URL": url})
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 0, run.stderr + logs(runner)
     assert run.stdout == "Survey: 3 modules.\n"
     assert not (runner / ".kernos" / "kernos.db").exists()  # nothing went to SQLite
 

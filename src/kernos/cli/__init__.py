@@ -201,7 +201,12 @@ _COMPLETE = "_KERNOS_COMPLETE"
 
 
 def main() -> None:
+    """The ``kernos`` console script: one command, then the process ends (see
+    :mod:`kernos.cli._exit` for what it does when something would keep it from ending)."""
+    from kernos.cli import _exit
+
     args = sys.argv[1:]
+    code: int | str | None = 0
     try:
         if (
             len(args) == 2
@@ -211,6 +216,12 @@ def main() -> None:
             _completion(args[0], args[1])
             return
         app()
+    except SystemExit as exc:
+        code = exc.code
+        raise
+    except BaseException:
+        code = 1
+        raise
     finally:
         # the command is over, whatever its exit: what it imported and made is left to the OS.
         # Collected again at exit (the interpreter's last collections go through every object
@@ -218,3 +229,4 @@ def main() -> None:
         # Whatever is still open was closed by the command (stores, clients) or is flushed at
         # exit all the same (the streams, the log's handlers)
         gc.freeze()
+        _exit.end(code)
