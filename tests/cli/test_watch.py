@@ -14,7 +14,6 @@ import struct
 import subprocess
 import termios
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 from kernos.cli._watch import Row, Usage, build_rows, cells, parse_keys, plain, signature
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, SPAWN, agent_is
+from tests._wait import wait_for
 from tests.conftest import KERNOS
 
 DEADLINE = 60.0
@@ -38,12 +38,7 @@ def statuses(home: Path) -> list[str]:
 
 
 def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[Any] | None = None) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        if proc is not None:
-            assert proc.poll() is None, f"exited {proc.returncode} waiting for {what}"
-        time.sleep(0.05)
+    wait_for(check, what, DEADLINE, alive=[proc] if proc is not None else [])
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from kernos._serve import hide_session_ids, session_tag
 from kernos.testing import FakeOpenAIServer, text
+from tests import _wait as wait
 from tests.mcp.conftest import RECORDER, toml_str
 from tests.serve.conftest import server_command, server_env
 from tests.serve.test_http import ACCEPT, INIT, free_port
@@ -120,11 +120,7 @@ def serve(project: Path, model: FakeOpenAIServer, *args: str) -> Iterator[Served
 
 def wait_for(probe: Callable[[], T], what: str, timeout: float = 60.0) -> T:
     """``probe()`` once it is truthy; fails after ``timeout`` s with what it last returned."""
-    deadline = time.monotonic() + timeout
-    while not (seen := probe()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what} (last: {seen!r})"
-        time.sleep(0.05)
-    return seen
+    return wait.wait_for(probe, what, timeout)
 
 
 # -- raw session-era requests ----------------------------------------------------------------

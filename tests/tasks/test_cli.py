@@ -11,13 +11,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
+from tests._wait import wait_for
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -64,18 +64,16 @@ def wait_for_status(
     project: Path, status: str, timeout: float = 60.0, *, taken: bool = False
 ) -> str:
     """The id of a task in ``status`` (``taken``: and an executor runs it)."""
-    deadline = time.monotonic() + timeout
     query = "SELECT id FROM tasks WHERE status = ?" + (" AND executor IS NOT NULL" * taken)
-    while time.monotonic() < deadline:
+
+    def found() -> list[Any]:
         try:
             with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
-                rows = db.execute(query, (status,)).fetchall()
+                return db.execute(query, (status,)).fetchall()
         except sqlite3.OperationalError:
-            rows = []
-        if rows:
-            return str(rows[0][0])
-        time.sleep(0.05)
-    raise AssertionError(f"no task became {status} within {timeout}s")
+            return []
+
+    return str(wait_for(found, f"a task {status}", timeout)[0][0])
 
 
 def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, last, text_of, user_texts
+from tests._wait import wait_for
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -59,13 +60,7 @@ def row(project: Path, status: str | None = None) -> dict[str, Any] | None:
 
 
 def wait_row(project: Path, status: str, timeout: float = 90.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = row(project, status)
-        if found is not None:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no task became {status} within {timeout}s")
+    return wait_for(lambda: row(project, status), f"a task {status}", timeout)
 
 
 async def test_a_resubmitted_spawn_runs_once(project: Path, server: FakeOpenAIServer) -> None:

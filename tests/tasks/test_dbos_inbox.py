@@ -19,6 +19,7 @@ from tasks_helpers import agent_is, last, text_of, user_texts
 from test_dbos import KERNOS, env, use_dbos
 from test_dbos_replay import queued_child
 from test_store_claims import race
+from tests import _wait as wait
 
 from kernos.runtime import Runtime, Store, load_config
 from kernos.tasks import TaskManager, TaskStore
@@ -226,12 +227,12 @@ SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name":
 def wait_for(
     server: FakeOpenAIServer, match: Any, procs: list[subprocess.Popen[str]], what: str
 ) -> None:
-    deadline = time.monotonic() + 90
-    while not any(match(r) for r in server.requests):
+    def seen() -> bool:
         for proc in procs:
             assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, f"{what}: {server}"
-        time.sleep(0.05)
+        return any(match(r) for r in server.requests)
+
+    wait.wait_for(seen, f"{what}: {server}")
 
 
 def follow_up_script(

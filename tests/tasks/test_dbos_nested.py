@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from tasks_helpers import agent_is, last, messages, text_of
 from test_dbos import start
+from tests import _wait as wait
 
 from kernos.runtime import Runtime, Store, load_config
 from kernos.tasks import TaskManager
@@ -94,13 +95,7 @@ def inbox(reader: Reader, task_id: str) -> list[str]:
 
 
 def wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"never: {what}")
+    return wait.wait_for(check, what, timeout)
 
 
 def notice_of(task_id: str) -> Any:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from tasks_helpers import agent_is, last
 from test_dbos import KERNOS, SPAWN, env, kill_9_mid_child_resumes_elsewhere, start, use_dbos
 from test_dbos_postgres import counting_server, three_workers_fan_out
+from tests import _wait as wait
 from tests._netns import Namespaces, NetnsUnavailable, pick_subnet, remove_stale
 from tests._postgres import PostgresServer, create_database, postgres_missing
 
@@ -310,8 +310,4 @@ def executor_of(row: dict[str, Any] | None) -> str:
 
 
 def wait_for(probe: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := probe()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return found
+    return wait.wait_for(probe, what, timeout)

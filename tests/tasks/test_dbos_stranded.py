@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from test_dbos import use_dbos
 from test_dbos_cancel import DEADLINE, Store, finish, start, tasks_config
+from tests._wait import wait_for
 
 from kernos.runtime import Runtime, load_config
 from kernos.runtime import Store as RuntimeStore
@@ -179,20 +180,17 @@ def cancel_workflow(store: Store, task_id: str) -> None:
 
 
 def wait_row(store: Store, task_id: str, status: str) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE
-    while True:
+    def found() -> dict[str, Any] | None:
         rows = {r["id"]: r for r in store.rows()}
-        if rows[task_id]["status"] == status:
-            return rows[task_id]
-        assert time.monotonic() < deadline, f"{task_id} never became {status}: {rows}"
-        time.sleep(0.05)
+        return rows[task_id] if rows[task_id]["status"] == status else None
+
+    return wait_for(found, f"{task_id} {status}", DEADLINE)
 
 
 def wait_workflow(store: Store, task_id: str, status: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while (seen := store.workflow(task_id)) != status:
-        assert time.monotonic() < deadline, f"the workflow of {task_id} stayed {seen}"
-        time.sleep(0.05)
+    wait_for(
+        lambda: store.workflow(task_id) == status, f"the workflow of {task_id} {status}", DEADLINE
+    )
 
 
 def lost_events(tasks: TaskStore, task_id: str) -> list[dict[str, Any]]:

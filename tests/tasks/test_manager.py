@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from tests import _wait as wait
 
 from kernos.boundary import ToolContext, call_tool
 from kernos.runtime import Runtime, Session, Store, load_config
@@ -95,10 +96,7 @@ async def settle() -> None:
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     """Wait for ``check`` to hold (a loaded machine may take seconds to launch DBOS)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
-        await asyncio.sleep(0.02)
+    await wait.until(check, what, timeout)
 
 
 async def test_concurrency_limit_queues_fifo_and_reports_positions(
