@@ -29,7 +29,7 @@ from kernos.output._parse import (
     OutputItem,
     parse_output_items,
 )
-from kernos.output._receipt import ItemOutcome, OutputReceipt, render_receipt
+from kernos.output._receipt import ItemOutcome, OutputReceipt
 from kernos.output._registry import build_channels, load_hooks
 from kernos.runtime import WorkspaceRefused, register_secrets, scrub_text
 
@@ -282,13 +282,7 @@ class OutputKernel:
         outcomes = await self.send_items(
             target, items, agent=agent, session_id=session_id, inbound=inbound
         )
-        single = isinstance(payload, str)
-        return OutputReceipt(
-            channel,
-            render_receipt(channel, outcomes, single=single),
-            tuple(outcomes),
-            single=single,
-        )
+        return OutputReceipt.of(channel, outcomes, single=isinstance(payload, str))
 
     async def send_items(
         self,

@@ -74,6 +74,13 @@ class OutputReceipt:
     code: str | None = None
     single: bool = True
 
+    @classmethod
+    def of(cls, channel: str, outcomes: Sequence[ItemOutcome], *, single: bool) -> OutputReceipt:
+        """The receipt of a call whose items went out with ``outcomes`` (``single``: the call
+        sent one string, not a list)."""
+        rendered = render_receipt(channel, outcomes, single=single)
+        return cls(channel, rendered, tuple(outcomes), single=single)
+
     def __str__(self) -> str:
         return self.text
 

@@ -11,7 +11,7 @@ from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
 from kernos.output._channel import SEND_PREFIX, Channel, InboundMessage
 from kernos.output._kernel import OutputKernel
 from kernos.output._parse import OutputArgumentError, parse_output_items
-from kernos.output._receipt import OutputReceipt, render_receipt
+from kernos.output._receipt import OutputReceipt
 from kernos.output._texts import param_descriptions, text
 from kernos.runtime import BaseToolset
 
@@ -103,12 +103,7 @@ def send_tool(
             target, items, agent=ctx.agent, session_id=ctx.session_id, inbound=inbound_now
         )
         single = isinstance(params.payload, str)
-        return OutputReceipt(
-            channel.name,
-            render_receipt(channel.name, outcomes, single=single),
-            tuple(outcomes),
-            single=single,
-        ).to_tool_result()
+        return OutputReceipt.of(channel.name, outcomes, single=single).to_tool_result()
 
     return ToolSpec(
         name=SEND_PREFIX + channel.name,
