@@ -26,6 +26,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 import kernos.testing
 from kernos.testing import FakeOpenAIServer, Reply, text, tool_call, tool_calls
+from tests._wait import wait_for
 
 
 @pytest.fixture
@@ -475,10 +476,8 @@ def test_concurrent_requests_are_all_answered_and_recorded(server: FakeOpenAISer
         threads = [threading.Thread(target=ask, args=(n,)) for n in range(16)]
         for thread in threads:
             thread.start()
-        deadline = time.monotonic() + 30
-        while len(server.requests) < 16 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(server.requests) == 16 and answers == {}
+        wait_for(lambda: len(server.requests) == 16, "16 requests held at once")
+        assert answers == {}
         release.set()
         for thread in threads:
             thread.join()

@@ -13,7 +13,6 @@ import struct
 import subprocess
 import termios
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 
 from kernos._chat import Line, parse_line
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests import _wait as wait
 from tests._agents import CONFIG, SPAWN, agent_is
 from tests.conftest import KERNOS
 
@@ -84,11 +84,15 @@ class Terminal:
         os.write(self.master, keys.encode())
 
     def wait_for(self, check: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + DEADLINE
-        while not check():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.text()}"
-            assert self.proc.poll() is None or check(), f"exited waiting for {what}:\n{self.text()}"
-            time.sleep(0.05)
+        def seen() -> bool:
+            done = check()
+            assert done or self.proc.poll() is None, f"exited waiting for {what}:\n{self.text()}"
+            return done
+
+        try:
+            wait.wait_for(seen, what, DEADLINE)
+        except AssertionError as exc:  # with the screen as it is now
+            raise AssertionError(f"{exc}:\n{self.text()}") from None
 
     def wait_text(self, wanted: str, after: int = 0) -> None:
         self.wait_for(lambda: wanted in self.since(after), repr(wanted))

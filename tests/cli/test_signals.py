@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, SPAWN, agent_is
+from tests._wait import wait_for
 from tests.conftest import KERNOS
 
 
@@ -52,11 +52,9 @@ def test_a_signal_cancels_the_children_and_exits(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while status_of_children(home) != ["running"]:
-            assert time.monotonic() < deadline, "the child never started"
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
+        wait_for(
+            lambda: status_of_children(home) == ["running"], "the child to start", alive=[proc]
+        )
         proc.send_signal(signum)
         out, errors = proc.communicate(timeout=60)
     finally:

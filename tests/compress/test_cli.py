@@ -7,7 +7,6 @@ import os
 import pty
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from typer.testing import CliRunner, Result
 from kernos.cli import app
 from kernos.runtime import NO_MODEL_MESSAGE
 from kernos.testing import FakeOpenAIServer, text
+from tests._wait import wait_for
 from tests.compress.conftest import MODEL, approving_agent, loss, rewrite
 from tests.conftest import KERNOS
 
@@ -232,10 +232,8 @@ def test_a_signal_mid_run_leaves_every_file_intact(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while len(server.requests) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert len(server.requests) == 2, "the run never reached the model"
+        wait_for(lambda: len(server.requests) >= 2, "the run to reach the model", alive=[process])
+        assert len(server.requests) == 2
         process.send_signal(sig)
         stdout, stderr = process.communicate(timeout=30)
     finally:

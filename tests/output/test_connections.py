@@ -4,7 +4,6 @@ side closes. The peer is a loopback HTTP/1.1 server that counts the TCP connecti
 from __future__ import annotations
 
 import gc
-import time
 import warnings
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from typer.testing import CliRunner
 
 from kernos.cli import app
 from kernos.output import OutputKernel, build_channel
+from tests._wait import wait_for
 from tests.output.conftest import Receiver
 
 
@@ -21,9 +21,7 @@ def keep_alive() -> Receiver:
 
 def wait_closed(receiver: Receiver) -> None:
     """Wait (not a timing assertion: the bound only stops a hang) for the server to see EOF."""
-    deadline = time.monotonic() + 10
-    while receiver.closed < receiver.opened and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: receiver.closed >= receiver.opened, "every connection closed", 10)
 
 
 async def test_twenty_webhook_items_share_one_connection() -> None:

@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +28,7 @@ from kernos.runtime import _trace
 from kernos.runtime._secrets import register_secrets
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, agent_is
+from tests._wait import wait_for
 from tests.conftest import KERNOS
 
 SECRET = "sk-kernos-trace-secret-0123456789"
@@ -267,11 +267,7 @@ def test_ctrl_c_still_flushes_the_spans(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not _child_running(home):
-            assert time.monotonic() < deadline, "the child never started"
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
+        wait_for(lambda: _child_running(home), "the child to start", alive=[proc])
         proc.send_signal(signal.SIGINT)
         _, errors = proc.communicate(timeout=60)
     finally:

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests._wait import wait_for
 from tests.conftest import KERNOS
 
 #: long enough that "(a+)+$" backtracks for seconds even in the regex package (34 is not)
@@ -49,11 +50,7 @@ def start(server: FakeOpenAIServer, tmp_path: Path, *args: str) -> subprocess.Po
 
 def wait_for_first_request(server: FakeOpenAIServer, proc: subprocess.Popen[str]) -> float:
     """When the model was first asked (the run's clock started before that)."""
-    deadline = time.monotonic() + 60
-    while not server.requests:
-        assert time.monotonic() < deadline, "the model was never asked"
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
+    wait_for(lambda: server.requests, "the model to be asked", alive=[proc])
     return time.monotonic()
 
 
@@ -62,11 +59,8 @@ def wait_until_searching(proc: subprocess.Popen[str]) -> None:
     search is under way (nothing else in the run is busy once the model has answered)."""
     watched = psutil.Process(proc.pid)
     before = sum(watched.cpu_times()[:2])
-    deadline = time.monotonic() + 60
-    while sum(watched.cpu_times()[:2]) - before < 1.0:
-        assert time.monotonic() < deadline, "the search never started"
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
+    searching = lambda: sum(watched.cpu_times()[:2]) - before >= 1.0  # noqa: E731
+    wait_for(searching, "the search to start", alive=[proc])
 
 
 def wait_for_exit(proc: subprocess.Popen[str]) -> float:
