@@ -4,9 +4,10 @@ what was awaited and what was last seen. Tests wait for events this way, never f
 from __future__ import annotations
 
 import asyncio
+import inspect
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -36,10 +37,19 @@ def wait_for(
     return seen
 
 
-async def until(probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
-    """:func:`wait_for` inside an event loop: the loop runs while it waits."""
+async def until(
+    probe: Callable[[], T | None] | Callable[[], Awaitable[T | None]],
+    what: str,
+    timeout: float = TIMEOUT,
+) -> T:
+    """:func:`wait_for` inside an event loop: the loop runs while it waits, and ``probe`` may
+    be a coroutine function."""
     deadline = time.monotonic() + timeout
-    while not (seen := probe()):
+    while True:
+        seen = probe()
+        if inspect.isawaitable(seen):
+            seen = await seen
+        if seen:
+            return seen  # type: ignore[return-value]
         assert time.monotonic() < deadline, f"timed out waiting for {what} (last: {seen!r})"
         await asyncio.sleep(INTERVAL)
-    return seen

@@ -156,10 +156,8 @@ def kill_9_mid_child_resumes_elsewhere(
     procs.append(first)
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
-    deadline = time.monotonic() + 90
-    while not any(second_request(r) for r in server.requests):  # step 2 is in flight on `first`
-        assert time.monotonic() < deadline, "the child never reached its second request"
-        time.sleep(0.05)
+    # step 2 in flight on `first`
+    wait_for(lambda: any(second_request(r) for r in server.requests), "the second request")
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     second = start_worker()
@@ -294,10 +292,8 @@ def test_a_child_whose_executors_keep_dying_ends_lost_instead_of_being_resumed_a
     procs.append(first)
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
-    deadline = time.monotonic() + 90
-    while not any(agent_is("EXPLORE-AGENT")(r) for r in server.requests):
-        assert time.monotonic() < deadline, "the child never reached the model"
-        time.sleep(0.05)
+    reached = lambda: any(agent_is("EXPLORE-AGENT")(r) for r in server.requests)  # noqa: E731
+    wait_for(reached, "the child to reach the model")
     running = row(project, "running")
     assert running is not None
     with sqlite3.connect(project / ".kernos" / "kernos.db") as db:  # as if resumed before

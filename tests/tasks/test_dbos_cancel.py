@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, user_texts
+from tests import _wait as wait
 
 from kernos.testing import FakeOpenAIServer, _server, text, tool_call
 
@@ -147,13 +148,8 @@ class Store:
         return str(found[0][0]) if found else None
 
     def wait(self, status: str, timeout: float = DEADLINE) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = [r for r in self.rows() if r["status"] == status]
-            if found:
-                return found[0]
-            time.sleep(0.02)
-        raise AssertionError(f"no task became {status} within {timeout}s: {self.rows()}")
+        found = lambda: [r for r in self.rows() if r["status"] == status]  # noqa: E731
+        return wait.wait_for(found, f"a task {status}", timeout)[0]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -336,10 +332,8 @@ def test_cancel_of_a_queued_child_whose_run_has_exited_is_final(
     assert "no executor had taken it" in cancel.stdout
     assert store.rows()[0]["status"] == "cancelled"
     worker = start(store, holding, procs, "worker")
-    deadline = time.monotonic() + DEADLINE
-    while store.workflow(queued["id"]) in ("ENQUEUED", None):  # until the worker dequeued it
-        assert time.monotonic() < deadline, store.workflow(queued["id"])
-        time.sleep(0.05)
+    dequeued = lambda: store.workflow(queued["id"]) not in ("ENQUEUED", None)  # noqa: E731
+    wait.wait_for(dequeued, "the worker to dequeue it", DEADLINE)
     code, errors = stop(worker, signal.SIGTERM)
     assert code == 0, errors
     assert not holding.held.is_set()  # the child never reached the model

@@ -5,7 +5,6 @@ store flag the child's executor reads at its cancel poll."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 import subprocess
@@ -288,13 +287,8 @@ def ended(project: Path, url: str | None, status: str) -> dict[str, Any]:
     """The task's row once it is ``status``."""
     store = open_store(project, url)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            found = store.query("SELECT * FROM tasks WHERE status = ?", (status,))
-            if found:
-                return dict(found[0])
-            assert time.monotonic() < deadline, f"no task became {status}"
-            time.sleep(0.05)
+        query = "SELECT * FROM tasks WHERE status = ?"
+        return dict(wait.wait_for(lambda: store.query(query, (status,)), f"a task {status}")[0])
     finally:
         store.close()
 
@@ -458,14 +452,10 @@ async def test_an_interrupt_asked_in_the_store_stops_the_run_after_its_current_s
         session.add_tools(manager.tools_for(session))
         call = {"prompt": "Survey.", "subagent_type": "explore"}
         (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
-        deadline = time.monotonic() + 60
-        while not server.requests:
-            assert time.monotonic() < deadline, "the child never asked the model"
-            await asyncio.sleep(0.05)
+        await wait.until(lambda: server.requests, "the child to ask the model")
         assert other.request_interrupt(record.id, 1)
-        while not record.interrupt:  # this process's cancel poll read it
-            assert time.monotonic() < deadline, "the executor never read the interrupt"
-            await asyncio.sleep(0.05)
+        # this process's cancel poll reads it
+        await wait.until(lambda: record.interrupt, "the executor to read the interrupt")
         held.set()
         assert await manager.wait([record], timeout=60)
         assert record.status == "interrupted"

@@ -165,13 +165,12 @@ async def test_a_child_gets_its_grandchild_s_notice_from_its_inbox(
         session.add_tools(manager.tools_for(session))
         (child,) = manager.spawn(session, manager.resolve(CHILD, session), background=True)
         reader = Reader(project)
-        deadline = time.monotonic() + 60
-        while not (
-            [g for g in manager.records.values() if g.depth == 2 and g.status == "completed"]
-            and inbox(reader, child.id)  # the notice is in the child's inbox
-        ):
-            assert time.monotonic() < deadline, f"the grandchild never reported: {server}"
-            await asyncio.sleep(0.05)
+
+        def reported() -> bool:  # the grandchild completed, its notice in the child's inbox
+            done = [g for g in manager.records.values() if g.depth == 2 and g.status == "completed"]
+            return bool(done and inbox(reader, child.id))
+
+        await wait.until(reported, f"the grandchild to report: {server}", 60)
         delivered.set()
         assert await manager.wait([child], timeout=60)
         assert child.status == "completed" and child.final_text == "Survey done: 7 tests."
@@ -225,17 +224,12 @@ async def test_a_child_s_task_send_is_keyed_by_its_step_and_stored_once_on_a_rep
         session = runtime.session("main", record_turns=False)
         session.add_tools(manager.tools_for(session))
         (child,) = manager.spawn(session, manager.resolve(CHILD, session), background=True)
-        deadline = time.monotonic() + 60
-        while not asked(server, "QUICK-WORKER"):  # the grandchild runs: its first prompt waits
-            assert time.monotonic() < deadline, f"the grandchild never asked: {server}"
-            await asyncio.sleep(0.05)
+        # the grandchild runs: its first prompt waits
+        await wait.until(lambda: asked(server, "QUICK-WORKER"), "the grandchild to ask", 60)
         grand_asked.set()
         (count,) = [g for g in manager.records.values() if g.depth == 2]
-        sent: list[dict[str, Any]] = []
-        while not sent:
-            sent = reader.query("SELECT * FROM task_inbox WHERE task_id = ?", (count.id,))
-            assert time.monotonic() < deadline, f"the message never came: {server}"
-            await asyncio.sleep(0.05)
+        query = "SELECT * FROM task_inbox WHERE task_id = ?"
+        sent = await wait.until(lambda: reader.query(query, (count.id,)), f"the message: {server}")
         ((message,),) = [(r["message"],) for r in sent]
         assert message == follow_up
         key = sent[0]["send_key"]
@@ -243,19 +237,19 @@ async def test_a_child_s_task_send_is_keyed_by_its_step_and_stored_once_on_a_rep
         wf_id, step = key.rsplit(":", 1)
         assert wf_id == workflow_id(child.id, 1)
         names: dict[int, str] = {}
-        while int(step) not in names:  # DBOS records the step after the commit
+        deadline = time.monotonic() + wait.TIMEOUT
+        while int(step) not in names:  # DBOS records the step after the commit (an async probe)
             steps = await DBOS.list_workflow_steps_async(wf_id, load_output=False)
             names = {s["function_id"]: s["function_name"] for s in steps}
             assert time.monotonic() < deadline, f"no step {step} in {names}"
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(wait.INTERVAL)
         assert names[int(step)] == "tool:task_send"
         # the resumed run's send of that step: nothing new, the same answer
         assert other.send(count.id, follow_up, key) == 1
         assert len(inbox(reader, count.id)) == 1
         checked.set()
-        while not (count.status == "completed" and inbox(reader, child.id)):
-            assert time.monotonic() < deadline, f"the grandchild never reported: {server}"
-            await asyncio.sleep(0.05)
+        reported = lambda: count.status == "completed" and inbox(reader, child.id)  # noqa: E731
+        await wait.until(reported, f"the grandchild to report: {server}")
         delivered.set()
         assert await manager.wait([child], timeout=60)
         assert child.status == "completed" and count.final_text == "7 tests, 2 docs."
@@ -301,10 +295,8 @@ async def test_a_child_s_task_call_answers_once_its_grandchild_is_queued(
         session = runtime.session("main", record_turns=False)
         session.add_tools(manager.tools_for(session))
         (child,) = manager.spawn(session, manager.resolve(CHILD, session), background=True)
-        deadline = time.monotonic() + 60
-        while not [g for g in manager.records.values() if g.depth == 2]:
-            assert time.monotonic() < deadline, f"the child never spawned: {server}"
-            await asyncio.sleep(0.05)
+        spawned = lambda: [g for g in manager.records.values() if g.depth == 2]  # noqa: E731
+        await wait.until(spawned, "the grandchild to be spawned", 60)
         await asyncio.sleep(1.0)  # time for the call to answer, were it not waiting
         assert asked(server, "EXPLORE-AGENT", "Started task") == 0
         gate.set()

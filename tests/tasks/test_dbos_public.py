@@ -10,13 +10,13 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
 from test_dbos import start, use_dbos, wait_row
+from tests import _wait as wait
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -189,10 +189,8 @@ async def test_a_dead_executor_s_child_is_resumed_on_its_model_s_queue_by_any_of
         session.add_tools(manager.tools_for(session))
         resolution = manager.resolve({"prompt": "Survey.", "subagent_type": "explore"}, session)
         (record,) = manager.spawn(session, resolution, background=True)
-        deadline = time.monotonic() + 90
-        while not any(agent_is("EXPLORE-AGENT")(r) for r in server.requests):
-            assert time.monotonic() < deadline, "the worker never started the child"
-            await asyncio.sleep(0.05)
+        started = lambda: any(agent_is("EXPLORE-AGENT")(r) for r in server.requests)  # noqa: E731
+        await wait.until(started, "the worker to start the child")
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
 

@@ -5,9 +5,9 @@ forever with nobody running it (seen in the 200-children benchmark on a loaded m
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
+from tests import _wait as wait
 from tests._stores import other_query, writer_lock_held
 
 from kernos.runtime import Runtime, load_config
@@ -39,10 +39,8 @@ async def test_a_child_is_queued_only_once_its_row_is_committed(
                     break
             assert await DBOS.get_workflow_status_async(record.id) is None
             assert other_query(store, "SELECT id FROM tasks WHERE id = ?", (record.id,)) == []
-        deadline = time.monotonic() + 60
-        while await DBOS.get_workflow_status_async(record.id) is None:  # the lock is free
-            assert time.monotonic() < deadline, "the child was never queued"
-            await asyncio.sleep(0.05)
+        # the lock is free
+        await wait.until(lambda: DBOS.get_workflow_status_async(record.id), "the child queued", 60)
         assert other_query(store, "SELECT id FROM tasks WHERE id = ?", (record.id,)) == [
             (record.id,)
         ]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
+from tests import _wait as wait
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -32,10 +33,9 @@ async def enqueued(workflow: str) -> None:
     """Until DBOS holds ``workflow`` (the spawn queues it in the background)."""
     from dbos import DBOS
 
-    deadline = time.monotonic() + DEADLINE
-    while (status := await DBOS.get_workflow_status_async(workflow)) is None:
-        assert time.monotonic() < deadline, f"{workflow} was never queued"
-        await asyncio.sleep(0.05)
+    status = await wait.until(
+        lambda: DBOS.get_workflow_status_async(workflow), f"{workflow} to be queued", DEADLINE
+    )
     assert status.status == "ENQUEUED"
 
 

@@ -15,6 +15,7 @@ import pytest
 from tasks_helpers import agent_is, last, text_of
 from test_dbos import start, use_dbos, wait_row
 from test_dbos_steps import CONFIG, PROBE, transcript_and_turns
+from tests import _wait as wait
 
 from kernos.runtime import Runtime, Store, history_from_turns, load_config
 from kernos.runtime._store import _RUNTIME_MIGRATIONS
@@ -167,13 +168,11 @@ async def queued_child(project: Path) -> tuple[Runtime, TaskManager, Any, Any]:
     call = {"prompt": "Survey.", "subagent_type": "explore"}
     (record,) = manager.spawn(session, manager.resolve(call, session), background=True)
     engine: Any = manager.engine
-    deadline = time.monotonic() + 60
-    while True:
-        status = await DBOS.get_workflow_status_async(record.id) if engine._launched else None
-        if status is not None:
-            break
-        assert time.monotonic() < deadline, "the child was never queued"
-        await asyncio.sleep(0.05)
+
+    async def queued() -> Any:
+        return await DBOS.get_workflow_status_async(record.id) if engine._launched else None
+
+    status = await wait.until(queued, "the child to be queued", 60)
     assert status.status == "ENQUEUED"
     return runtime, manager, session, record
 
@@ -232,10 +231,8 @@ async def test_a_child_queued_for_long_is_left_alone(
     engine: Any = manager.engine
     try:
         seen = engine.orphan_checks
-        deadline = time.monotonic() + 60
-        while engine.orphan_checks < seen + 10:  # ten checks, over twice the grace
-            assert time.monotonic() < deadline, "the follower never checked the workflow"
-            await asyncio.sleep(0.05)
+        # ten checks, over twice the grace
+        await wait.until(lambda: engine.orphan_checks >= seen + 10, "ten checks of the workflow")
         assert record.status == "running"
         row = manager.store.get(record.id)
         assert row is not None and row["status"] == "running" and row["error"] is None

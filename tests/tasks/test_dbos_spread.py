@@ -22,6 +22,7 @@ import pytest
 from tasks_helpers import agent_is, messages, text_of
 from test_dbos import use_dbos
 from test_dbos_postgres import KERNOS, CountingServer, counting_server
+from tests import _wait as wait
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -272,10 +273,7 @@ def share_of(store_url: str) -> int | None:
 
 
 def wait_share(store_url: str, share: int | None) -> None:
-    deadline = time.monotonic() + 60
-    while (seen := share_of(store_url)) != share:
-        assert time.monotonic() < deadline, f"the queue's share stayed {seen}, not {share}"
-        time.sleep(0.1)
+    wait.wait_for(lambda: share_of(store_url) == share, f"the queue's share to be {share}", 60)
 
 
 def burst(

@@ -9,7 +9,6 @@ import signal
 import socket
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from tasks_helpers import agent_is, last, text_of
 from test_dbos import row, start, use_dbos
+from tests import _wait as wait
 
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, call_tool
 from kernos.runtime import Runtime, load_config
@@ -322,10 +322,8 @@ def test_kill_9_mid_child_resumes_elsewhere_without_running_a_completed_tool_cal
     procs.append(first)
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
-    deadline = time.monotonic() + 90
-    while not any(second_request(r) for r in server.requests):
-        assert time.monotonic() < deadline, "the child never reached its second request"
-        time.sleep(0.05)
+    second = lambda: any(second_request(r) for r in server.requests)  # noqa: E731
+    wait.wait_for(second, "the child's second request")
     assert effects.read_text("utf-8") == "sent once\n"  # the tool ran on `first`
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
