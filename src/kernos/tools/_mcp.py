@@ -360,14 +360,25 @@ class McpToolset:
             schema = {"type": "object", "properties": {}}
 
         async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-            return await self.call(remote, args, offered)
+            return await self.call(remote, args, offered, ctx)
 
         description = tool.description or tool.title or f"{remote} (MCP server {self.server})"
         # what the server answers reaches the model delimited as data from `mcp:<server>`
         return from_source(schema_tool(offered, description, schema, execute), self.name)
 
-    async def call(self, tool: str, args: dict[str, Any], offered: str | None = None) -> ToolResult:
-        """Call ``tool`` (the server's own name) with arguments already prepared and validated."""
+    async def call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        offered: str | None = None,
+        ctx: ToolContext | None = None,
+    ) -> ToolResult:
+        """Call ``tool`` (the server's own name) with arguments already prepared and validated.
+
+        The call may take ``timeout`` seconds without a word from the server; each progress
+        notification it sends restarts that wait (and is a ``progress`` event of the calling
+        session: ``kernos run -v`` and the task transcript show it), up to ``max_timeout`` in
+        all."""
         offered = offered or mcp_tool_name(self.server, tool)
         base = {"tool": offered, "server": self.server, "mcp_tool": tool}
         ours = {**base, "source": KERNOS_SOURCE}  # errors kernos writes are not the server's text
@@ -381,24 +392,57 @@ class McpToolset:
                 details={**ours, "code": "mcp_unavailable", "stage": "execute"},
                 is_error=True,
             )
-        try:
-            result = await session.call_tool(tool, args, read_timeout_seconds=self.config.timeout)
-        except MCPError as exc:
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                return ToolResult(
-                    text=(
-                        f"`{offered}` got no answer from MCP server [{self.server}] within "
-                        f"{self.config.timeout:g} s; try again, or ask for less at once."
-                    ),
-                    details={**ours, "code": "mcp_timeout", "stage": "execute"},
-                    is_error=True,
+        timeout, limit = self.config.timeout, self.config.call_limit
+        caller = ctx.session if ctx is not None else None
+        result: mcp_types.CallToolResult | None = None
+        with anyio.CancelScope() as idle:
+            started = anyio.current_time()
+            idle.deadline = started + timeout
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                idle.deadline = min(started + limit, anyio.current_time() + timeout)
+                if caller is not None and hasattr(caller, "emit"):
+                    caller.emit(
+                        "progress",
+                        name=offered,
+                        call_id=ctx.tool_call_id if ctx is not None else None,
+                        progress=progress,
+                        total=total,
+                        message=message,
+                    )
+
+            try:
+                result = await session.call_tool(
+                    tool, args, read_timeout_seconds=limit, progress_callback=on_progress
                 )
-            code = "mcp_unavailable" if exc.code == mcp_types.CONNECTION_CLOSED else "mcp_error"
+            except MCPError as exc:
+                if exc.code != mcp_types.REQUEST_TIMEOUT:
+                    closed = exc.code == mcp_types.CONNECTION_CLOSED
+                    code = "mcp_unavailable" if closed else "mcp_error"
+                    return ToolResult(
+                        text=f"MCP server [{self.server}] refused `{offered}`: {exc.message}",
+                        details={**ours, "code": code, "stage": "execute", "mcp_code": exc.code},
+                        is_error=True,
+                    )
+                idle.cancel()  # the SDK's own bound: max_timeout in all
+                idle.deadline = started + limit
+        if result is None and idle.cancel_called:
+            if idle.deadline >= started + limit:
+                why = f"{limit:g} s (its max_timeout: progress keeps a call alive that long)"
+            else:
+                why = f"{timeout:g} s, nor any progress"
             return ToolResult(
-                text=f"MCP server [{self.server}] refused `{offered}`: {exc.message}",
-                details={**ours, "code": code, "stage": "execute", "mcp_code": exc.code},
+                text=(
+                    f"`{offered}` got no answer from MCP server [{self.server}] within {why}; "
+                    "try again, or ask for less at once."
+                ),
+                details={**ours, "code": "mcp_timeout", "stage": "execute"},
                 is_error=True,
             )
+        if result is None:
+            raise AssertionError("unreachable: no result and no timeout")
         return _tool_result(result, base, self.config.max_result_bytes)
 
 
