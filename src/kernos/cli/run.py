@@ -429,7 +429,14 @@ def _run(
 
     started = time.time()
     try:
-        with config_errors(), span("kernos.run", agent=agent, model=model) as traced:
+        from kernos.tools import human_answers
+
+        # on a terminal, the person answers what an MCP server asks during this session's calls
+        with (
+            config_errors(),
+            span("kernos.run", agent=agent, model=model) as traced,
+            human_answers(run_id),
+        ):
             runtime.config.agent(agent)
             report.model = runtime.model_name(agent)
             runtime.model(report.model)
