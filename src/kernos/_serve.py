@@ -255,10 +255,11 @@ WATCH_INTERVAL = 0.2
 
 @dataclasses.dataclass
 class _Watched:
-    """A connection's resource subscriptions: each URI with what its task looked like when last
-    seen, and the task that sends ``notifications/resources/updated`` when that changes."""
+    """Resource subscriptions: each URI with what its task looked like when last seen, how to
+    say it changed (``notifications/resources/updated`` on a 2025-11-25 connection, an event of
+    a 2026-07-28 ``subscriptions/listen`` stream) and the task that watches."""
 
-    connection: Connection
+    notify: Callable[[str], Awaitable[None]]
     uris: dict[str, tuple[Any, ...]]
     task: asyncio.Task[None] | None = None
 
@@ -310,14 +311,20 @@ class KernosMcpServer:
         self._opening: dict[str, asyncio.Future[_Hosted]] = {}
         self._hosts: set[asyncio.Task[None]] = set()
         self._watched: dict[str, _Watched] = {}
+        from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+
+        #: 2026-07-28: resource updates reach the open subscriptions/listen streams through it
+        self._bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._bus)
         self._task_store: TaskStore | None = None
         self.http_server: Any = None  # the uvicorn server while serve_http runs
         self.server = self._build(__version__)
 
     def _build(self, version: str) -> Server[Any]:
+        import mcp_types
         from mcp.server.lowlevel import Server
 
-        return Server(
+        server: Server[Any] = Server(
             "kernos",
             version=version,
             instructions="kernos: sub-agent tasks on any model, output channels, audited "
@@ -332,6 +339,28 @@ class KernosMcpServer:
             on_read_resource=self._read_resource,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
+            on_subscriptions_listen=self._subscriptions_listen,
+        )
+        # 2026-07-28 derives every listChanged flag from serving subscriptions/listen; kernos
+        # sends resource updates only: declare exactly that
+        server.add_request_handler("server/discover", mcp_types.RequestParams, self._discover)
+        return server
+
+    async def _discover(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.RequestParams | None
+    ) -> mcp_types.DiscoverResult:
+        import mcp_types
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        caps = self.server.get_capabilities(protocol_version=ctx.protocol_version)
+        if caps.tools is not None:
+            caps.tools.list_changed = False
+        if caps.resources is not None:
+            caps.resources.list_changed = False
+        return mcp_types.DiscoverResult(
+            supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+            capabilities=caps,
+            instructions=self.server.instructions,
         )
 
     # -- sessions --------------------------------------------------------------------------
@@ -403,6 +432,7 @@ class KernosMcpServer:
     async def aclose(self) -> None:
         """Close every connection's session (unfinished children are cancelled, not lost), then
         stop the shared MCP servers."""
+        self._listen.close()  # open subscriptions/listen streams end gracefully
         hosted = list(self._hosted.values())
         for item in hosted:
             item.stop.set()
@@ -536,7 +566,8 @@ class KernosMcpServer:
         row = self._own_task(session, params.uri)
         watched = self._watched.get(key)
         if watched is None:
-            watched = self._watched[key] = _Watched(_connection(ctx), {})
+            notify = _connection(ctx).send_resource_updated
+            watched = self._watched[key] = _Watched(notify, {})
         watched.uris[params.uri] = self._looks(row)
         if watched.task is None or watched.task.done():
             watched.task = asyncio.get_running_loop().create_task(
@@ -575,10 +606,37 @@ class KernosMcpServer:
                     continue
                 watched.uris[uri] = now
                 try:
-                    await watched.connection.send_resource_updated(uri)
+                    await watched.notify(uri)
                 except Exception as exc:  # the host went away: its session closes on its own
                     log.info("mcp: resource update for %s not delivered: %s", uri, exc)
                     return
+
+    async def _subscriptions_listen(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        params: mcp_types.SubscriptionsListenRequestParams,
+    ) -> mcp_types.SubscriptionsListenResult:
+        """A 2026-07-28 ``subscriptions/listen`` stream (the SDK's handler): while it is open,
+        each of its resource URIs that names a task of this session is watched, and a change is
+        an event on it."""
+        from mcp.server.subscriptions import ResourceUpdated
+        from mcp.shared.exceptions import MCPError
+
+        async def publish(uri: str) -> None:
+            await self._bus.publish(ResourceUpdated(uri=uri))
+
+        session = await self.session_for(*self._key(ctx))
+        watched = _Watched(publish, {})
+        for uri in params.notifications.resource_subscriptions or ():
+            with contextlib.suppress(MCPError):  # another's task, or none: never fires
+                watched.uris[uri] = self._looks(self._own_task(session, uri))
+        if watched.uris:
+            watched.task = asyncio.get_running_loop().create_task(self._watch(watched))
+        try:
+            return await self._listen(ctx, params)
+        finally:
+            if watched.task is not None:
+                watched.task.cancel()
 
     def _unwatch(self, key: str) -> None:
         watched = self._watched.pop(key, None)

@@ -174,3 +174,31 @@ def test_the_nobody_asked_note_size_is_pinned() -> None:
     template = resources.files("kernos.tools").joinpath("elicitation_cancelled.md")
     assert len(template.read_text("utf-8").strip()) == 254  # the model-facing text, pinned
     assert nobody_asked_note("s", ["Q?"]).startswith('[MCP server [s] asked the user: "Q?".')
+
+
+def test_kernos_chat_on_a_terminal_asks_too(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.script(
+        tool_call("ask__ask_name", "{}"),
+        text("Hi Lin.", when="accepted name=Lin color=red"),
+    )
+    term = Terminal(
+        ["chat", "-m", "openai-chat:x"],
+        cwd=config(tmp_path),
+        env=kernos_env(tmp_path, server.env()),
+    )
+    try:
+        term.wait_text("Ctrl-D leaves")
+        term.type("Ask me.\n")
+        term.wait_text("Answer it? [Y/n]")
+        term.type("y\n")
+        term.wait_text("[Ada]:")
+        term.type("Lin\n")
+        term.wait_text("[green]:")
+        term.type("red\n")
+        term.wait_text("Hi Lin.")
+        term.type("\x04")  # Ctrl-D: leave
+        term.wait_for(lambda: term.proc.poll() is not None, "chat to end")
+    finally:
+        term.close()
+    (result,) = server.tool_results()
+    assert tool_data(result) == ("mcp:ask", "accepted name=Lin color=red")

@@ -153,3 +153,26 @@ async def test_another_connections_task_is_not_readable(
         with pytest.raises(MCPError) as refused:
             await second.read_resource(f"kernos://tasks/{task_id}")
         assert "is not a task of this connection" in refused.value.message
+
+
+async def test_2026_07_28_a_listen_stream_gets_the_tasks_updates(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    release = threading.Event()
+    server.script(text("LISTENED", when=agent_is("EXPLORE-AGENT"), hold=release))
+    try:
+        async with stdio_client(project, server, [], mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"  # discovered, not pinned
+            caps = client.server_capabilities
+            assert caps.resources is not None and caps.resources.subscribe
+            assert not caps.resources.list_changed
+            assert caps.tools is not None and not caps.tools.list_changed  # never sent
+            said = only_text(await client.call_tool("task", BACKGROUND))
+            (task_id,) = set(IDS.findall(said))
+            uri = f"kernos://tasks/{task_id}"
+            async with client.listen(resource_subscriptions=[uri]) as stream:
+                release.set()
+                event = await asyncio.wait_for(anext(aiter(stream)), timeout=120)
+            assert getattr(event, "uri", None) == uri
+    finally:
+        release.set()
