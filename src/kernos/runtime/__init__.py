@@ -50,7 +50,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._dialect import display_url, is_postgres_url
     from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
-    from kernos.runtime._foreign import KERNOS_SOURCE, from_source, tool_source
+    from kernos.runtime._foreign import KERNOS_SOURCE, delimited, from_source, tool_source
     from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._home import (
         config_file,
@@ -178,6 +178,7 @@ __all__ = [
     "config_file",
     "config_reference",
     "cost_text",
+    "delimited",
     "display_url",
     "expand_env",
     "forget_secrets",

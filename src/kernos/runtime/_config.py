@@ -316,9 +316,10 @@ class McpServerConfig(_Strict):
 
     Exactly one of ``command`` (stdio: ``args``, ``env``, ``cwd``) or ``url`` (Streamable HTTP,
     with ``headers``). ``timeout`` bounds the start and each call, in seconds; ``include`` /
-    ``exclude`` are globs over the server's own tool names. ``max_result_bytes`` caps the text
-    of one result (UTF-8 bytes; the rest is cut with a marker before the model or the store sees
-    it). ``per_session``: ``kernos mcp`` starts
+    ``exclude`` are globs over the server's own tool names. Each progress notification of a call
+    restarts its ``timeout``, up to ``max_timeout`` (default 10 × ``timeout``) in all.
+    ``max_result_bytes`` caps the text of one result (UTF-8 bytes; the rest is cut with a marker
+    before the model or the store sees it). ``per_session``: ``kernos mcp`` starts
     one copy per client session instead of one shared by every session (a server that keeps
     per-client state).
     """
@@ -335,8 +336,10 @@ class McpServerConfig(_Strict):
     url: str | None = None
     #: HTTP headers sent to it (``${ENV}`` references allowed)
     headers: dict[str, str] = Field(default_factory=dict)
-    #: seconds the start and each call may take
+    #: seconds the start may take, and a call without an answer or a progress notification
     timeout: float = Field(default=60.0, gt=0)
+    #: seconds a call may take in all, progress or not; unset: 10 × ``timeout``
+    max_timeout: float | None = Field(default=None, gt=0)
     #: globs over the server's own tool names to offer; empty: every tool
     include: list[str] = Field(default_factory=list)
     #: globs over the server's own tool names to leave out
@@ -345,6 +348,12 @@ class McpServerConfig(_Strict):
     max_result_bytes: int = Field(default=1_048_576, ge=1024)
     #: ``kernos mcp`` starts one copy per client session instead of one shared copy
     per_session: bool = False
+
+    @property
+    def call_limit(self) -> float:
+        """Seconds one call may take in all: ``max_timeout``, or 10 × ``timeout`` (never less
+        than ``timeout``)."""
+        return max(self.timeout, self.max_timeout or 10 * self.timeout)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

@@ -32,7 +32,13 @@ if typing.TYPE_CHECKING:
     )
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
     from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
-    from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
+    from kernos.tasks._store import (
+        MIGRATIONS,
+        TaskStore,
+        progress_payload,
+        progress_text,
+        render_event,
+    )
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
     from kernos.tasks._worker_lines import ended_line, took_line
 
@@ -64,6 +70,8 @@ __all__ = [
     "crash_mode",
     "ended_line",
     "normalize_task_arguments",
+    "progress_payload",
+    "progress_text",
     "prompt_text",
     "queue_name",
     "render_event",

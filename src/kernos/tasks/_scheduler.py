@@ -32,7 +32,7 @@ from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
-from kernos.tasks._store import TaskStore, executor_id
+from kernos.tasks._store import TaskStore, executor_id, progress_payload
 
 log = logging.getLogger("kernos.tasks")
 
@@ -345,6 +345,9 @@ class TaskScheduler:
                 },
                 data.get("call_id"),
             )
+        elif event.kind == "progress":
+            # unkeyed: a replayed call need not report the same progress (it moves no ordinal)
+            self.store.event(record.id, "progress", progress_payload(data))
         if record.parent.on_event is not None:
             record.parent.on_event(event)
 

@@ -338,6 +338,14 @@ class TaskStore:
         )
         return [{**dict(row), "payload": json.loads(row["payload"])} for row in rows]
 
+    def last_seq(self, task_id: str) -> int:
+        """The ``seq`` of the task's newest event (0: none yet): a cheap "did it change"."""
+        self.flush()
+        rows = self.store.query(
+            "SELECT COALESCE(MAX(seq), 0) AS seq FROM task_events WHERE task_id = ?", (task_id,)
+        )
+        return int(rows[0]["seq"]) if rows else 0
+
     def resumes(self, task_ids: Sequence[str]) -> dict[tuple[str, int], int]:
         """How often each run (task id, epoch) of ``task_ids`` was resumed after its executor
         died (its ``resumed`` events), in one query."""
@@ -831,6 +839,8 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
     if kind == "tool_result":
         mark = " (error)" if payload.get("is_error") else ""
         return f"[tool_result] {payload.get('name', '?')}{mark}: {payload.get('text', '')}"
+    if kind == "progress":
+        return f"[progress] {payload.get('name', '?')} {progress_text(payload)}"
     if kind == "status":
         why = f" — {payload['why']}" if payload.get("why") else ""
         epoch = f" (run epoch {payload['epoch']})" if payload.get("epoch") else ""
@@ -838,6 +848,23 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
         return f"[status] {start} → {payload.get('to')}{epoch}{why}"
     fields = " ".join(f"{key}={_plain(value)}" for key, value in payload.items())
     return f"[{kind}] {fields}" if fields else f"[{kind}]"
+
+
+def progress_payload(data: dict[str, Any]) -> dict[str, Any]:
+    """What a transcript keeps of a tool's ``progress`` event (the MCP notification's fields)."""
+    keys = ("name", "progress", "total", "message")
+    return {key: data[key] for key in keys if data.get(key) is not None}
+
+
+def progress_text(data: dict[str, Any]) -> str:
+    """A progress notification as a person reads it: ``3/10 copying`` (``3`` with no total)."""
+    done = data.get("progress")
+    total = data.get("total")
+    amount = f"{done:g}" if isinstance(done, int | float) else "?"
+    if isinstance(total, int | float):
+        amount += f"/{total:g}"
+    message = data.get("message")
+    return f"{amount} {message}" if message else amount
 
 
 def _plain(value: Any) -> str:

@@ -34,6 +34,7 @@ if typing.TYPE_CHECKING:
         workspace_tools,
     )
     from kernos.tools._functions import doc_descriptions, function_tool
+    from kernos.tools._human import Human, human_answers, on_a_terminal
     from kernos.tools._mcp import (
         McpAgentToolset,
         McpServerError,
@@ -60,6 +61,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "TOOLS_GROUP",
     "CatalogToolset",
+    "Human",
     "ListFilesArgs",
     "LocalWorkspace",
     "McpAgentToolset",
@@ -80,12 +82,14 @@ __all__ = [
     "default_workspace",
     "doc_descriptions",
     "function_tool",
+    "human_answers",
     "is_glob",
     "load_catalog",
     "load_function",
     "matches",
     "mcp_later",
     "mcp_tool_name",
+    "on_a_terminal",
     "select_mcp_tools",
     "select_tools",
     "unmatched",

@@ -22,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import fnmatch
 import json
 import logging
+import math
 import re
 import sys
 import tempfile
@@ -43,7 +45,15 @@ from pydantic import ValidationError
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
 from kernos.errors import McpServerError as McpServerError
-from kernos.runtime import KERNOS_SOURCE, Config, ConfigError, McpServerConfig, from_source
+from kernos.runtime import (
+    KERNOS_SOURCE,
+    Config,
+    ConfigError,
+    McpServerConfig,
+    delimited,
+    from_source,
+)
+from kernos.tools._elicit import nobody_asked_note
 from kernos.tools._limits import cut_text, schema_problem
 from kernos.tools._select import select_mcp_tools
 
@@ -131,6 +141,18 @@ def _offending_line(error: BaseException) -> str:
     return shown if len(shown) <= 120 else shown[:117] + "..."
 
 
+@dataclasses.dataclass
+class _InFlight:
+    """A call waiting for its server's answer: whose it is (an elicitation meanwhile is asked of
+    that session's person, if it has one), its idle timeout (paused while a person answers) and
+    the questions nobody could answer (the model is told)."""
+
+    session_id: str | None
+    idle: anyio.CancelScope
+    resume: Any  # () -> None: restart the idle timeout from now
+    unanswered: list[str] = dataclasses.field(default_factory=list)
+
+
 def mcp_tool_name(server: str, tool: str) -> str:
     """The name a model calls an MCP tool by: ``<server>__<tool>``, sanitized to
     ``^[A-Za-z0-9_-]{1,64}$`` (other characters become ``_``; cut at 64)."""
@@ -164,6 +186,7 @@ class McpToolset:
         self._stderr: IO[bytes] | None = None
         self._http_refusal = ""
         self._noise = _StdoutNoise(server)
+        self._calls: dict[int, _InFlight] = {}
 
     # -- the Toolset contract -------------------------------------------------------------------
     async def __aenter__(self) -> McpToolset:
@@ -229,7 +252,9 @@ class McpToolset:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._connect(stack)
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, elicitation_callback=self._on_elicit)
+                )
                 with anyio.fail_after(self.config.timeout):
                     await session.initialize()
                     self._listed = await _list_all_tools(session)
@@ -360,14 +385,25 @@ class McpToolset:
             schema = {"type": "object", "properties": {}}
 
         async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-            return await self.call(remote, args, offered)
+            return await self.call(remote, args, offered, ctx)
 
         description = tool.description or tool.title or f"{remote} (MCP server {self.server})"
         # what the server answers reaches the model delimited as data from `mcp:<server>`
         return from_source(schema_tool(offered, description, schema, execute), self.name)
 
-    async def call(self, tool: str, args: dict[str, Any], offered: str | None = None) -> ToolResult:
-        """Call ``tool`` (the server's own name) with arguments already prepared and validated."""
+    async def call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        offered: str | None = None,
+        ctx: ToolContext | None = None,
+    ) -> ToolResult:
+        """Call ``tool`` (the server's own name) with arguments already prepared and validated.
+
+        The call may take ``timeout`` seconds without a word from the server; each progress
+        notification it sends restarts that wait (and is a ``progress`` event of the calling
+        session: ``kernos run -v`` and the task transcript show it), up to ``max_timeout`` in
+        all."""
         offered = offered or mcp_tool_name(self.server, tool)
         base = {"tool": offered, "server": self.server, "mcp_tool": tool}
         ours = {**base, "source": KERNOS_SOURCE}  # errors kernos writes are not the server's text
@@ -381,25 +417,100 @@ class McpToolset:
                 details={**ours, "code": "mcp_unavailable", "stage": "execute"},
                 is_error=True,
             )
-        try:
-            result = await session.call_tool(tool, args, read_timeout_seconds=self.config.timeout)
-        except MCPError as exc:
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                return ToolResult(
-                    text=(
-                        f"`{offered}` got no answer from MCP server [{self.server}] within "
-                        f"{self.config.timeout:g} s; try again, or ask for less at once."
-                    ),
-                    details={**ours, "code": "mcp_timeout", "stage": "execute"},
-                    is_error=True,
+        timeout, limit = self.config.timeout, self.config.call_limit
+        caller = ctx.session if ctx is not None else None
+        result: mcp_types.CallToolResult | None = None
+        with anyio.CancelScope() as idle:
+            started = anyio.current_time()
+            idle.deadline = started + timeout
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                idle.deadline = min(started + limit, anyio.current_time() + timeout)
+                if caller is not None and hasattr(caller, "emit"):
+                    caller.emit(
+                        "progress",
+                        name=offered,
+                        call_id=ctx.tool_call_id if ctx is not None else None,
+                        progress=progress,
+                        total=total,
+                        message=message,
+                    )
+
+            def resume() -> None:
+                idle.deadline = min(started + limit, anyio.current_time() + timeout)
+
+            flight = _InFlight(ctx.session_id if ctx is not None else None, idle, resume)
+            self._calls[id(flight)] = flight
+            try:
+                result = await session.call_tool(
+                    tool, args, read_timeout_seconds=limit, progress_callback=on_progress
                 )
-            code = "mcp_unavailable" if exc.code == mcp_types.CONNECTION_CLOSED else "mcp_error"
+            except MCPError as exc:
+                if exc.code != mcp_types.REQUEST_TIMEOUT:
+                    closed = exc.code == mcp_types.CONNECTION_CLOSED
+                    code = "mcp_unavailable" if closed else "mcp_error"
+                    return ToolResult(
+                        text=f"MCP server [{self.server}] refused `{offered}`: {exc.message}",
+                        details={**ours, "code": code, "stage": "execute", "mcp_code": exc.code},
+                        is_error=True,
+                    )
+                idle.cancel()  # the SDK's own bound: max_timeout in all
+                idle.deadline = started + limit
+            finally:
+                self._calls.pop(id(flight), None)
+        if result is None and idle.cancel_called:
+            if idle.deadline >= started + limit:
+                why = f"{limit:g} s (its max_timeout: progress keeps a call alive that long)"
+            else:
+                why = f"{timeout:g} s, nor any progress"
             return ToolResult(
-                text=f"MCP server [{self.server}] refused `{offered}`: {exc.message}",
-                details={**ours, "code": code, "stage": "execute", "mcp_code": exc.code},
+                text=(
+                    f"`{offered}` got no answer from MCP server [{self.server}] within {why}; "
+                    "try again, or ask for less at once."
+                ),
+                details={**ours, "code": "mcp_timeout", "stage": "execute"},
                 is_error=True,
             )
-        return _tool_result(result, base, self.config.max_result_bytes)
+        if result is None:
+            raise AssertionError("unreachable: no result and no timeout")
+        answered = _tool_result(result, base, self.config.max_result_bytes)
+        if not flight.unanswered:
+            return answered
+        # the server's text stays delimited as its data; kernos's note follows, outside it
+        theirs = delimited(dataclasses.replace(answered, details={**base, "source": self.name}))
+        note = nobody_asked_note(self.server, flight.unanswered)
+        return dataclasses.replace(
+            answered,
+            text=f"{theirs.text}\n\n{note}",
+            details={**answered.details, "source": KERNOS_SOURCE, "elicitation": "cancel"},
+        )
+
+    async def _on_elicit(self, context: Any, params: Any) -> mcp_types.ElicitResult:
+        """The server asks the user something while a call runs: the person at this terminal
+        answers when every call in flight is their session's (:mod:`kernos.tools._human`);
+        otherwise nobody can, and the answer is ``cancel`` (not ``decline``: nobody said no)."""
+        from kernos.tools._human import the_human
+
+        calls = list(self._calls.values())
+        human = the_human()
+        if human is not None and calls and all(c.session_id == human.session_id for c in calls):
+            for call in calls:  # a person thinking is not the server being silent
+                call.idle.deadline = math.inf
+            try:
+                answer = await human.answer(self.server, params)
+            finally:
+                for call in calls:
+                    call.resume()
+            log.info(
+                "MCP server [%s] asked the user; the answer: %s", self.server, answer["action"]
+            )
+            return mcp_types.ElicitResult(**answer)
+        for call in calls:
+            call.unanswered.append(str(getattr(params, "message", "") or ""))
+        log.info("MCP server [%s] asked the user; nobody can answer here: cancel", self.server)
+        return mcp_types.ElicitResult(action="cancel")
 
 
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
