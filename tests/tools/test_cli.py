@@ -51,10 +51,10 @@ def test_kernos_tools_lists_functions_and_honours_the_agent(workspace: Path) -> 
     result = kernos("tools", "--agent", "release", cwd=workspace)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "NAME          SOURCE    DESCRIPTION",
-        "bump          function  Bump a semantic version",
-        "search_files  builtin   Search the text files in the workspace for lines matching a "
-        "Python regular expression",
+        "NAME          SOURCE    RULE   DESCRIPTION",
+        "bump          function  allow  Bump a semantic version",
+        "search_files  builtin   allow  Search the text files in the workspace for lines "
+        "matching a Python regular expression",
     ]
 
 
