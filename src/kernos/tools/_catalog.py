@@ -42,6 +42,7 @@ from kernos.tools._select import (
     select_tools,
     unmatched,
 )
+from kernos.tools._write import write_tools
 
 TOOLS_GROUP = "kernos.tools"
 
@@ -364,8 +365,9 @@ def _check_not_kernos_name(config: Config, entry: ToolEntry) -> None:
 
 
 def workspace_tools(context: ToolPluginContext) -> list[ToolSpec[Any]]:
-    """The built-in tools' ``kernos.tools`` entry point: read_file, list_files, search_files."""
-    return builtin_tools(context.workspace)
+    """The built-in tools' ``kernos.tools`` entry point: read_file, list_files, search_files,
+    and the write tools write_file and edit_file (their own rule: ``ask``)."""
+    return builtin_tools(context.workspace) + write_tools(context.workspace)
 
 
 def _marked(spec: ToolSpec[Any], source: str) -> ToolSpec[Any]:
