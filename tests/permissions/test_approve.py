@@ -104,3 +104,56 @@ def test_approve_covers_the_runs_children(server: FakeOpenAIServer, tmp_path: Pa
     run = kernos("run", "delegate", "--approve", "write_file", cwd=tmp_path, env=server.env())
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "child.txt").read_text() == "c\n"
+
+
+def test_chat_asks_on_the_terminal_too(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.script(
+        tool_call("write_file", {"path": "c.txt", "content": "chat\n"}, when="save it"),
+        text("Saved.", when="Created c.txt"),
+    )
+    env = {**os.environ, **server.env(), "KERNOS_HOME": str(tmp_path / ".kernos")}
+    terminal = Terminal(["chat", "-m", "openai-chat:x"], tmp_path, env)
+    try:
+        terminal.wait_text("> ")
+        terminal.type("save it\r")
+        terminal.wait_text(QUESTION)
+        assert "+chat" in terminal.text()
+        mark = len(terminal.text())
+        terminal.type("y\r")
+        terminal.wait_text("Saved.", after=mark)
+        terminal.type("\x04")  # Ctrl-D leaves
+        terminal.wait_for(lambda: terminal.proc.poll() is not None, "the chat to end")
+    finally:
+        terminal.close()
+    assert (tmp_path / "c.txt").read_text() == "chat\n"
+
+
+def test_a_background_child_is_never_asked_on_the_terminal(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG)
+    spawn = {"prompt": "Write the notes.", "subagent_type": "explore", "name": "notes",
+             "run_in_background": True}  # fmt: skip
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "delegate")),
+        text("Started it.", when=agent_is("MAIN-AGENT", "notes")),
+        tool_call(
+            "write_file", {"path": "bg.txt", "content": "c\n"}, when=agent_is("EXPLORE-AGENT")
+        ),
+        text("Could not write.", when=agent_is("EXPLORE-AGENT", "nobody can be asked")),
+        text("The child could not write.", when=agent_is("MAIN-AGENT", "Could not write.")),
+    )
+    env = {**os.environ, **server.env(), "KERNOS_HOME": str(tmp_path / ".kernos")}
+    terminal = Terminal(["run", "delegate"], tmp_path, env)
+    try:
+        terminal.wait_for(lambda: terminal.proc.poll() is not None, "the run to end")
+        assert terminal.proc.returncode == 0, terminal.text()
+        assert QUESTION not in terminal.text()
+    finally:
+        terminal.close()
+    assert not (tmp_path / "bg.txt").exists()
+    assert any(
+        r.startswith("write_file needs a person's approval and nobody can be asked here; rerun "
+                     "with --approve write_file")
+        for r in server.tool_results()
+    )  # fmt: skip
