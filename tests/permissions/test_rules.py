@@ -140,3 +140,25 @@ def test_tools_and_config_check_show_each_tools_rule(tmp_path: Path) -> None:
     assert "ask read_file" in check.stderr and "deny search_files" in check.stderr
     document = json.loads(kernos("config", "check", "--json", cwd=tmp_path).stdout)
     assert document["rules"]["main"]["read_file"] == "ask"
+
+
+def test_a_child_is_ruled_by_its_own_agents_table(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    from tests._agents import CONFIG, agent_is
+
+    (tmp_path / "kernos.toml").write_text(
+        CONFIG + '\n[agents.explore.permissions]\ndeny = ["search_files", "list_files"]\n'
+    )
+    spawn = {"prompt": "Survey.", "subagent_type": "explore", "name": "survey",
+             "tools": ["search_files"]}  # fmt: skip
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "delegate")),
+        text("Surveyed.", when=agent_is("EXPLORE-AGENT")),
+        text("Done.", when=agent_is("MAIN-AGENT", "Surveyed.")),
+    )
+    run = kernos("run", "delegate", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    parent = next(r for r in server.requests if agent_is("MAIN-AGENT")(r))
+    child = next(r for r in server.requests if agent_is("EXPLORE-AGENT")(r))
+    assert {"search_files", "list_files"} <= offered(parent)
+    assert not offered(child) & {"search_files", "list_files"}  # even when the parent grants it
+    assert "read_file" in offered(child)
