@@ -162,3 +162,28 @@ def test_a_child_is_ruled_by_its_own_agents_table(server: FakeOpenAIServer, tmp_
     assert {"search_files", "list_files"} <= offered(parent)
     assert not offered(child) & {"search_files", "list_files"}  # even when the parent grants it
     assert "read_file" in offered(child)
+
+
+def test_a_request_is_shown_with_secrets_scrubbed() -> None:
+    from kernos.runtime import ApprovalRequest, forget_secrets, register_secrets, request_text
+
+    register_secrets("tok-4f9a8b7c6d5e")
+    try:
+        shown = request_text(
+            ApprovalRequest(
+                "write_file",
+                {"path": "env.txt", "content": "KEY=tok-4f9a8b7c6d5e\n"},
+                "main",
+                None,
+                "the tool's own default",
+                "+KEY=tok-4f9a8b7c6d5e\n",
+            )
+        )
+    finally:
+        forget_secrets()
+    assert "tok-4f9a8b7c6d5e" not in shown
+    assert shown.splitlines() == [
+        "kernos: write_file needs your approval (agent main; the tool's own default)",
+        '  path: "env.txt"',
+        "+KEY=[redacted]",
+    ]

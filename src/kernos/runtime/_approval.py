@@ -23,6 +23,7 @@ from wcmatch import fnmatch as wcfnmatch
 
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
 from kernos.runtime._permissions import RULES, Decision, Rule, decide, offered
+from kernos.runtime._secrets import scrub_text, scrub_value
 from kernos.runtime._session import Session
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ def describe_arguments(arguments: dict[str, Any], *, skip: Sequence[str] = ()) -
     for key, value in arguments.items():
         if key in skip:
             continue
-        text = json.dumps(value, ensure_ascii=False)
+        text = json.dumps(scrub_value(value), ensure_ascii=False)
         lines.append(f"  {key}: {text if len(text) <= 200 else text[:197] + '...'}")
     return "\n".join(lines)
 
@@ -243,5 +244,5 @@ def request_text(request: ApprovalRequest) -> str:
         describe_arguments(request.arguments, skip=shown),
     ]
     if request.preview:
-        lines.append(request.preview.rstrip("\n"))
+        lines.append(scrub_text(request.preview.rstrip("\n")))
     return "\n".join(line for line in lines if line) + "\n"
