@@ -187,3 +187,29 @@ def test_a_request_is_shown_with_secrets_scrubbed() -> None:
         '  path: "env.txt"',
         "+KEY=[redacted]",
     ]
+
+
+async def test_a_guarded_call_is_ruled_by_its_path(tmp_path: Path) -> None:
+    from kernos.boundary import ToolContext, call_tool
+    from kernos.runtime import Permissions, load_config
+    from kernos.tools import LocalWorkspace, write_tools
+
+    (tmp_path / "kernos.toml").write_text(
+        '[permissions]\nallow = ["write_file(docs/**)"]\ndeny = ["write_file(src/**)"]\n'
+    )
+    (tmp_path / "docs").mkdir()
+    permissions = Permissions(load_config(cwd=tmp_path))
+    spec = write_tools(LocalWorkspace([tmp_path]))[0]
+    assert permissions.offered("main", spec)  # a path-scoped deny leaves the tool offered
+    guarded = permissions.guard(spec)
+    assert permissions.guard(guarded) is guarded  # guarded once
+
+    async def write(path: str) -> str | None:
+        result = await call_tool(guarded, {"path": path, "content": "x"}, ToolContext())
+        return result.code
+
+    assert await write("docs/a.md") is None
+    assert (tmp_path / "docs" / "a.md").read_text() == "x"
+    assert await write("src/a.py") == "denied"
+    assert await write("README.md") == "approval_required"  # its own default: ask; nobody here
+    assert not (tmp_path / "src").exists() and not (tmp_path / "README.md").exists()
