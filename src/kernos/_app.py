@@ -23,6 +23,8 @@ from kernos.errors import Interrupted as Interrupted
 from kernos.runtime import (
     Config,
     ConfigError,
+    Permissions,
+    PermissionToolset,
     Runtime,
     Session,
     SessionEvent,
@@ -160,6 +162,7 @@ async def agent_session(
             unknown tool name); the toolsets opened so far are closed first.
     """
     session = runtime.session(agent, on_event=on_event, **session_options)
+    permissions = Permissions(runtime.config, runtime.approver)
     opened: list[Toolset] = []
     async with AsyncExitStack() as stack:
         try:
@@ -170,7 +173,8 @@ async def agent_session(
                 await toolset.__aenter__()
                 stack.push_async_exit(_shielded_exit(toolset))
                 opened.append(toolset)
-                session.add_tools(await toolset.tools(session))
+                # the permission rules wrap every source once: denied tools are not offered
+                session.add_tools(await PermissionToolset(toolset, permissions).tools(session))
             await _equip_children(runtime, opened)
             yield session, opened
         except asyncio.CancelledError:
@@ -193,12 +197,14 @@ async def child_tools(
     # every server's tools (started when the parent's tools were listed): each agent selects
     offered = list(await McpServers.tools(servers)) if servers is not None else []
     known: dict[str, list[ToolSpec[Any]]] = {}
+    permissions = Permissions(runtime.config, runtime.approver)
 
     def tools_of(agent: str) -> list[ToolSpec[Any]]:
         if agent not in known:
             patterns = runtime.config.agent(agent).tools
             mcp, _ = select_mcp_tools(patterns, offered, runtime.config.mcp)
-            known[agent] = [e.spec for e in catalog.for_agent(agent)] + mcp
+            own = [e.spec for e in catalog.for_agent(agent)] + mcp
+            known[agent] = permissions.apply(agent, own)
         return known[agent]
 
     return tools_of

@@ -27,6 +27,8 @@ class CheckReport:
     config_path: Path | None = None
     #: keys whose value named an unset ``${ENV}`` (see ``Config.unset_keys``), once reported
     unset: frozenset[str] = frozenset()
+    #: each agent's catalog tools and their permission rule (``allow``, ``ask``, ``deny``)
+    rules: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -121,6 +123,34 @@ def _check_tools(config: Config, report: CheckReport) -> None:
     for problem in problems:
         report.add(problem)
     report.checked["tools"] = len(catalog.entries)
+    report.rules = tool_rules(config, catalog)
+
+
+def tool_rules(config: Config, catalog: Any) -> dict[str, dict[str, str]]:
+    """Each agent's catalog tools (``main`` and every configured agent) and their rule: what
+    ``kernos config check`` shows. A tool the rules deny is listed ``deny`` (never offered)."""
+    from kernos.runtime import Permissions
+
+    permissions = Permissions(config)
+    rules: dict[str, dict[str, str]] = {}
+    for agent in dict.fromkeys(["main", *config.agents]):
+        rules[agent] = {
+            e.spec.name: permissions.decision(agent, e.spec).rule for e in catalog.for_agent(agent)
+        }
+    return rules
+
+
+def rule_lines(rules: dict[str, dict[str, str]]) -> list[str]:
+    """One line per agent: its tools grouped by rule (``main: allow read_file, ...; ask ...``)."""
+    lines = []
+    for agent, tools in rules.items():
+        groups = [
+            f"{rule} {', '.join(n for n, r in tools.items() if r == rule)}"
+            for rule in ("allow", "ask", "deny")
+            if rule in tools.values()
+        ]
+        lines.append(f"rules for {agent}: " + ("; ".join(groups) if groups else "no tools"))
+    return lines
 
 
 async def _check_mcp(config: Config, report: CheckReport) -> None:
@@ -218,4 +248,5 @@ def report_record(report: CheckReport) -> dict[str, Any]:
             for p in report.problems
         ],
         "checked": report.checked,
+        "rules": report.rules,
     }

@@ -60,12 +60,12 @@ def test_one_message_names_the_unmappable_tool_and_the_undefined_model(tmp_path:
 
 
 def test_an_unmappable_tool_stops_other_commands_with_what_to_use(tmp_path: Path) -> None:
-    claude_agent(tmp_path, "writer", "tools: Read, Write, Task, WebFetch\n")
+    claude_agent(tmp_path, "writer", "tools: Read, NotebookEdit, Task, WebFetch\n")
     done = kernos("tools", "--agent", "writer", cwd=tmp_path)
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
-    assert "agents.writer.tools: 'Write', 'WebFetch' match no tool" in line  # Task is task
-    assert "an output channel writes files" in line
+    assert "agents.writer.tools: 'NotebookEdit', 'WebFetch' match no tool" in line  # Task: task
+    assert "edit text files, not notebooks" in line
     assert "kernos fetches no URLs itself" in line
 
 

@@ -20,6 +20,9 @@ def test_the_mapping_table() -> None:
         "Grep": "search_files",
         "Glob": "list_files",
         "LS": "list_files",
+        "Edit": "edit_file",
+        "MultiEdit": "edit_file",
+        "Write": "write_file",
         "Task": "task",  # kernos's own task tool (a run adds it whatever tools says)
     }
 

@@ -209,6 +209,12 @@ async def test_every_kernos_tool_a_session_gets_is_a_reserved_name(
             names = set(session.tools)
     finally:
         runtime.close()
-    catalog = {"read_file", "list_files", "search_files"}  # the built-ins: the catalog's check
+    catalog = {
+        "read_file",
+        "list_files",
+        "search_files",
+        "write_file",
+        "edit_file",
+    }  # built-ins: the catalog's check
     assert {"task", "output_list_channels", "output_send__log"} <= names
     assert sorted(n for n in names - catalog if kernos_tool_home(n) is None) == []

@@ -49,7 +49,13 @@ def test_an_agent_without_a_tools_key_runs_as_a_child_with_the_built_ins(
     )
     run = kernos(project, server, "run", "survey it")
     assert run.returncode == 0, run.stderr
-    assert offered(server, "EXPLORE-AGENT") == ["list_files", "read_file", "search_files"]
+    assert offered(server, "EXPLORE-AGENT") == [
+        "edit_file",
+        "list_files",
+        "read_file",
+        "search_files",
+        "write_file",
+    ]
     assert offered(server, "EXPLORE-AGENT") == listed(project, server, "explore")
 
 

@@ -59,7 +59,7 @@ def test_a_fresh_project_offers_general_and_a_task_naming_it_runs(
     child = first(server, GENERAL)
     assert child["model"] == "lead-model"  # the parent's model, not default_model
     names = sorted(t["function"]["name"] for t in child.get("tools") or [])
-    assert names == ["list_files", "read_file", "search_files"]
+    assert names == ["edit_file", "list_files", "read_file", "search_files", "write_file"]
 
 
 def test_a_call_naming_no_target_is_still_no_target_and_names_general(

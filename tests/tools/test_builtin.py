@@ -240,7 +240,13 @@ async def test_search_files_refuses_paths_outside(ws: Path) -> None:
 
 def test_description_sizes_are_pinned() -> None:
     sizes = {p.name: len(p.read_text(encoding="utf-8")) for p in sorted(TEXTS.glob("*.md"))}
-    assert sizes == {"list_files.md": 486, "read_file.md": 481, "search_files.md": 707}
+    assert sizes == {
+        "edit_file.md": 357,
+        "list_files.md": 486,
+        "read_file.md": 481,
+        "search_files.md": 707,
+        "write_file.md": 386,
+    }
 
 
 def test_schemas_show_required_fields_only_where_needed(ws: Path) -> None:

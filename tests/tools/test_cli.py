@@ -34,9 +34,11 @@ def test_kernos_tools_json(workspace: Path) -> None:
         ("read_file", "builtin"),
         ("list_files", "builtin"),
         ("search_files", "builtin"),
+        ("write_file", "builtin"),
+        ("edit_file", "builtin"),
     ]
     assert document["tools"][0]["description"] == "Read a text file in the workspace"
-    assert "3 tool(s) for agent main" in result.stderr
+    assert "5 tool(s) for agent main" in result.stderr
 
 
 def test_kernos_tools_lists_functions_and_honours_the_agent(workspace: Path) -> None:
@@ -51,10 +53,10 @@ def test_kernos_tools_lists_functions_and_honours_the_agent(workspace: Path) -> 
     result = kernos("tools", "--agent", "release", cwd=workspace)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "NAME          SOURCE    DESCRIPTION",
-        "bump          function  Bump a semantic version",
-        "search_files  builtin   Search the text files in the workspace for lines matching a "
-        "Python regular expression",
+        "NAME          SOURCE    RULE   DESCRIPTION",
+        "bump          function  allow  Bump a semantic version",
+        "search_files  builtin   allow  Search the text files in the workspace for lines "
+        "matching a Python regular expression",
     ]
 
 

@@ -14,6 +14,7 @@ from kernos.boundary import ToolSpec
 from kernos.runtime import ConfigError, Runtime, load_config
 from kernos.tools import (
     BUILTIN_NAMES,
+    WRITE_NAMES,
     claude_code_hint,
     load_catalog,
     mcp_later,
@@ -104,6 +105,8 @@ def test_the_builtins_are_plugins_and_main_gets_them_by_default(project: Path) -
         ("read_file", "builtin"),
         ("list_files", "builtin"),
         ("search_files", "builtin"),
+        ("write_file", "builtin"),
+        ("edit_file", "builtin"),
     ]
 
 
@@ -164,8 +167,8 @@ def test_an_unknown_tool_name_is_a_config_error_listing_what_exists(project: Pat
         load_catalog(load_config(cwd=project))
     assert str(info.value) == (
         f"{project / 'kernos.toml'}: agents.explore.tools: 'shell', 'x_*' match no tool; "
-        "use names from the available tools: read_file, list_files, search_files; add a "
-        "[tools.NAME] function or an [mcp.NAME] server"
+        "use names from the available tools: read_file, list_files, search_files, write_file, "
+        "edit_file; add a [tools.NAME] function or an [mcp.NAME] server"
     )
 
 
@@ -210,7 +213,7 @@ def test_claude_code_tool_names_in_kernos_toml_get_a_clear_message(project: Path
         "Bash are Claude Code tool names: kernos calls Read read_file; Bash has no kernos "
         "equivalent (kernos has no shell tool; add one through an [mcp.NAME] server or a "
         "[tools.NAME] function); use names from the available tools: read_file, list_files, "
-        "search_files"
+        "search_files, write_file, edit_file"
     )
 
 
@@ -270,7 +273,7 @@ def test_a_plugin_factory_adds_tools_selected_by_name(project: Path) -> None:
         ("read_file", "builtin"),
     ]
     # a plugin's tools are not defaults
-    assert catalog.defaults == list(BUILTIN_NAMES)
+    assert catalog.defaults == [*BUILTIN_NAMES, *WRITE_NAMES]
 
 
 def test_a_broken_plugin_is_a_config_error_naming_it(project: Path) -> None:

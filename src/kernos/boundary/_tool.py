@@ -155,6 +155,10 @@ class ToolSpec(Generic[P]):
         receipts: :func:`call_tool` compares what ``prepare`` gave back with what was sent
             and puts each change in ``ToolResult.repairs``; ``False`` for a wrapper whose
             ``prepare`` only packs the arguments for an inner ``call_tool`` (which reports them).
+        permission: the tool's own default rule (``"allow"``, ``"ask"`` or ``"deny"``), used when
+            no configured permission entry names it; ``None``: the configured ``default``.
+        preview: ``(params, ctx) -> str | None``: what a person approving the call is shown
+            besides its arguments (the write tools: a unified diff).
     """
 
     name: str
@@ -166,6 +170,8 @@ class ToolSpec(Generic[P]):
     json_schema: dict[str, Any] | None = None
     max_retries: int = 3
     receipts: bool = True
+    permission: str | None = None
+    preview: Callable[[Any, ToolContext], str | None] | None = None
 
     def __post_init__(self) -> None:
         if not _TOOL_NAME.match(self.name):

@@ -80,6 +80,19 @@ SessionOption = Annotated[
     str | None,
     typer.Option("--session", help="Continue the session ID (see `kernos sessions`)."),
 ]
+ApproveOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--approve",
+        metavar="GLOB",
+        help="Approve the calls of tools matching GLOB that the permission rules ask about, "
+        "children's too (repeatable).",
+    ),
+]
+YesOption = Annotated[
+    bool,
+    typer.Option("--yes", help="Approve every call the permission rules ask about."),
+]
 
 T = TypeVar("T")
 

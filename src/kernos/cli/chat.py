@@ -13,11 +13,13 @@ import typer
 
 from kernos.cli._common import (
     EXIT_OK,
+    ApproveOption,
     ConfigOption,
     ContinueOption,
     ModelOption,
     QuietOption,
     SessionOption,
+    YesOption,
     config_errors,
     err,
     fail,
@@ -118,6 +120,8 @@ def register(app: typer.Typer) -> None:
         continue_last: ContinueOption = False,
         session_id: SessionOption = None,
         quiet: QuietOption = False,
+        approve: ApproveOption = None,
+        yes: YesOption = False,
     ) -> None:
         """Talk with an agent in the terminal: one session across turns, answers streamed.
 
@@ -133,6 +137,9 @@ def register(app: typer.Typer) -> None:
         if continue_last and session_id is not None:
             raise fail("--continue and --session both pick a session; pass one of them")
         runtime = open_runtime(config, model, store=True)
+        from kernos.cli._approve import run_approver
+
+        runtime.approver = run_approver(approve or [], yes)  # asked on this terminal, as run does
         try:
             resumed = _resumed(runtime, session_id, continue_last, agent, quiet)
             agent = agent or (resumed.agent if resumed else "main")

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         import asyncio
         import json
 
-        from kernos._check import check_config, report_record
+        from kernos._check import check_config, report_record, rule_lines
 
         report = asyncio.run(check_config(config))
         if as_json:
@@ -37,6 +37,9 @@ def register(app: typer.Typer) -> None:
         shown = ", ".join(f"{n} {what}" for what, n in report.checked.items())
         where = report.config_path or "no kernos.toml (defaults)"
         err.print(f"config OK: {where}: {shown}", markup=False)
+        if not as_json:
+            for line in rule_lines(report.rules):
+                err.print(line, markup=False)
         raise typer.Exit(EXIT_OK)
 
     @group.command("reference")

@@ -14,12 +14,14 @@ import typer
 
 from kernos.cli._common import (
     EXIT_OK,
+    ApproveOption,
     ConfigOption,
     ContinueOption,
     Failure,
     ModelOption,
     QuietOption,
     SessionOption,
+    YesOption,
     config_errors,
     err,
     fail,
@@ -329,6 +331,8 @@ def register(app: typer.Typer) -> None:
                 "exit_code.",
             ),
         ] = False,
+        approve: ApproveOption = None,
+        yes: YesOption = False,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
         report = _Report()
@@ -347,6 +351,8 @@ def register(app: typer.Typer) -> None:
                 timeout=timeout,
                 stream=stream and not as_json,
                 as_json=as_json,
+                approve=approve or [],
+                yes=yes,
             )
         except Failure as exc:
             if as_json:
@@ -376,6 +382,8 @@ def _run(
     timeout: str | None,
     stream: bool,
     as_json: bool,
+    approve: list[str],
+    yes: bool,
 ) -> None:
     """``kernos run`` up to its answer, filling ``report`` as it goes; a failure is raised as
     the :class:`Failure` whose line is already on stderr."""
@@ -392,6 +400,9 @@ def _run(
     if continue_last and session_id is not None:
         raise fail("--continue and --session both pick a session; pass one of them")
     runtime = open_runtime(config, model, record, store=True)
+    from kernos.cli._approve import run_approver
+
+    runtime.approver = run_approver(approve, yes)
     try:
         resumed = _resumed(runtime, session_id, continue_last, agent, quiet)
     except typer.Exit:

@@ -11,10 +11,10 @@ import typer
 from kernos.cli._common import EXIT_OK, ConfigOption, config_errors, err, write_stdout
 
 if TYPE_CHECKING:
-    from kernos.runtime import Config
+    from kernos.runtime import Config, Permissions
 
 
-async def _mcp_rows(config: Config, agent: str) -> list[dict[str, str]]:
+async def _mcp_rows(config: Config, agent: str, permissions: Permissions) -> list[dict[str, str]]:
     """The agent's MCP tools, one row each (``source`` is ``mcp:SERVER``); the servers are
     started to read their lists and stopped again."""
     from kernos.tools import McpAgentToolset
@@ -28,6 +28,7 @@ async def _mcp_rows(config: Config, agent: str) -> list[dict[str, str]]:
             {
                 "name": spec.name,
                 "source": f"mcp:{spec.name.split('__', 1)[0]}",
+                "rule": permissions.decision(agent, spec).rule,
                 "description": first if len(first) <= 100 else first[:97] + "...",
             }
         )
@@ -43,28 +44,35 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List the tools an agent gets (built-in, functions, plugins, MCP servers) with their
         source; configured MCP servers are started to read their lists."""
-        from kernos.runtime import load_config
+        from kernos.runtime import Permissions, load_config
         from kernos.tools import load_catalog
 
         with config_errors():
             loaded = load_config(config)
             loaded.agent(agent)
             entries = load_catalog(loaded).for_agent(agent)
+        permissions = Permissions(loaded)
         rows = [
-            {"name": e.spec.name, "source": e.source, "description": e.summary} for e in entries
+            {
+                "name": e.spec.name,
+                "source": e.source,
+                "rule": permissions.decision(agent, e.spec).rule,
+                "description": e.summary,
+            }
+            for e in entries
         ]
         if loaded.mcp:
             import asyncio
 
             with config_errors():
-                rows += asyncio.run(_mcp_rows(loaded, agent))
+                rows += asyncio.run(_mcp_rows(loaded, agent, permissions))
         if as_json:
             write_stdout(json.dumps({"agent": agent, "tools": rows}, ensure_ascii=False))
         elif rows:
             from kernos.cli._table import table
 
-            header = ("NAME", "SOURCE", "DESCRIPTION")
-            body = [(r["name"], r["source"], r["description"]) for r in rows]
+            header = ("NAME", "SOURCE", "RULE", "DESCRIPTION")
+            body = [(r["name"], r["source"], r["rule"], r["description"]) for r in rows]
             write_stdout(table(header, body))
         err.print(
             f"{len(rows)} tool(s) for agent {agent}, run or spawned as a child; `kernos run` "

@@ -5,6 +5,18 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
+    from kernos.runtime._approval import (
+        ApprovalAnswer,
+        ApprovalRequest,
+        Approver,
+        FlagApprover,
+        NoApprover,
+        Permissions,
+        PermissionToolset,
+        describe_arguments,
+        glob_covers,
+        request_text,
+    )
     from kernos.runtime._budget import (
         DURATION_FIX,
         Budget,
@@ -38,6 +50,7 @@ if typing.TYPE_CHECKING:
         ModelPrice,
         NoModelError,
         OutputConfig,
+        PermissionsConfig,
         TasksConfig,
         ToolConfig,
         WorkspaceConfig,
@@ -63,6 +76,14 @@ if typing.TYPE_CHECKING:
     from kernos.runtime._lean_wire import Reply
     from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
+    from kernos.runtime._permissions import (
+        Decision,
+        PermissionEntry,
+        PermissionTable,
+        decide,
+        parse_entry,
+        unmatched_entries,
+    )
     from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
     from kernos.runtime._reference import config_reference, reference_record, render_reference
     from kernos.runtime._runtime import Runtime
@@ -130,6 +151,9 @@ __all__ = [
     "KERNOS_TOOLS",
     "NO_MODEL_MESSAGE",
     "AgentConfig",
+    "ApprovalAnswer",
+    "ApprovalRequest",
+    "Approver",
     "BaseToolset",
     "Budget",
     "BudgetExceeded",
@@ -138,7 +162,9 @@ __all__ = [
     "CategoryConfig",
     "Config",
     "ConfigError",
+    "Decision",
     "EmptyAnswers",
+    "FlagApprover",
     "KernosError",
     "LeanModel",
     "McpServerConfig",
@@ -147,10 +173,16 @@ __all__ = [
     "ModelFailure",
     "ModelPrice",
     "ModelTarget",
+    "NoApprover",
     "NoModelError",
     "NormalizedToolset",
     "NotRegularFile",
     "OutputConfig",
+    "PermissionEntry",
+    "PermissionTable",
+    "PermissionToolset",
+    "Permissions",
+    "PermissionsConfig",
     "RecordingModel",
     "ReplayModel",
     "Reply",
@@ -178,13 +210,16 @@ __all__ = [
     "config_file",
     "config_reference",
     "cost_text",
+    "decide",
     "delimited",
+    "describe_arguments",
     "display_url",
     "expand_env",
     "forget_secrets",
     "format_duration",
     "from_source",
     "get_session",
+    "glob_covers",
     "history_from_turns",
     "install_log_scrubber",
     "is_claude_tool",
@@ -207,6 +242,7 @@ __all__ = [
     "open_usage",
     "parse_agent_file",
     "parse_duration",
+    "parse_entry",
     "parse_since",
     "path_problem",
     "path_refusal",
@@ -224,6 +260,7 @@ __all__ = [
     "register_url_secrets",
     "render_reference",
     "reprice",
+    "request_text",
     "resolve_model",
     "response_usage",
     "scrub_result",
@@ -235,6 +272,7 @@ __all__ = [
     "summary_line",
     "tool_source",
     "total",
+    "unmatched_entries",
     "url_secrets",
     "usage_responses",
     "write_cassette",

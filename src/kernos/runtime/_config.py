@@ -47,6 +47,7 @@ from kernos.runtime._home import (
 )
 from kernos.runtime._home import kernos_home as kernos_home
 from kernos.runtime._home import project_root as project_root
+from kernos.runtime._permissions import PermissionTable, parse_entry
 from kernos.runtime._secrets import register_secrets
 
 
@@ -128,6 +129,40 @@ class ModelAlias(_Strict):
     price: ModelPrice | None = None
 
 
+class PermissionsConfig(_Strict):
+    """``[permissions]`` or ``[agents.NAME.permissions]`` (which wins): which tool calls run,
+    are asked about first, or are refused (see :mod:`kernos.runtime._permissions`)."""
+
+    #: tool-name globs whose calls run; an entry may add a path glob: ``"write_file(docs/**)"``
+    allow: list[str] = Field(default_factory=list)
+    #: tool-name globs whose calls a person approves first (on the terminal, ``--approve``)
+    ask: list[str] = Field(default_factory=list)
+    #: tool-name globs never offered to the model (with a path glob: refused on those paths)
+    deny: list[str] = Field(default_factory=list)
+    #: the rule of a tool in no list and with no default of its own; unset: ``"allow"``
+    default: Literal["allow", "ask", "deny"] | None = None
+
+    @field_validator("allow", "ask", "deny")
+    @classmethod
+    def _entries(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            try:
+                parse_entry(entry)
+            except ValueError as exc:
+                raise PydanticCustomError("permission_rule", "{msg}", {"msg": str(exc)}) from None
+        return entries
+
+    def table(self, where: str) -> PermissionTable:
+        """The parsed table, named ``where`` in reasons and errors."""
+        return PermissionTable(
+            where,
+            allow=tuple(parse_entry(e) for e in self.allow),
+            ask=tuple(parse_entry(e) for e in self.ask),
+            deny=tuple(parse_entry(e) for e in self.deny),
+            default=self.default,
+        )
+
+
 class AgentConfig(_Budgeted):
     """``[agents.NAME]`` or ``.kernos/agents/NAME.md``."""
 
@@ -141,6 +176,8 @@ class AgentConfig(_Budgeted):
     tools: list[str] | None = None
     #: the channels its ``output_send__*`` tools may use; empty: every channel
     allowed_outputs: list[str] = Field(default_factory=list)
+    #: its own permission rules, consulted before ``[permissions]``
+    permissions: PermissionsConfig | None = None
     source: str | None = Field(default=None, exclude=True)
 
 
@@ -427,6 +464,7 @@ class Config(_Strict):
     output: OutputConfig = Field(default_factory=OutputConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     mcp: dict[str, McpServerConfig] = Field(default_factory=dict)
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     path: Path | None = Field(default=None, exclude=True)
     #: what relative paths in the config are read against: the config file's directory
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
@@ -485,6 +523,13 @@ class Config(_Strict):
             f"no agent named {name!r}",
             f"define [agents.{name}] or .kernos/agents/{name}.md; known agents: {known}",
         )
+
+    def permission_tables(self, agent: str) -> list[PermissionTable]:
+        """The permission tables a call by ``agent`` is decided under, most specific first: its
+        own ``[agents.NAME.permissions]`` (when it has one), then ``[permissions]``."""
+        own = self.agents[agent].permissions if agent in self.agents else None
+        tables = [own.table(f"agents.{agent}.permissions")] if own is not None else []
+        return [*tables, self.permissions.table("permissions")]
 
     @property
     def spawnable_agents(self) -> dict[str, AgentConfig]:

@@ -41,6 +41,7 @@ READ_BY: dict[str, str] = {
     "output": "run, send, mcp, worker",
     "workspace": "run, send, tools, mcp, worker",
     "mcp": "run, tools, mcp, worker",
+    "permissions": "run, chat, tools, mcp, worker",
 }
 
 

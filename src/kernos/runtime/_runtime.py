@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from kernos.boundary import ToolSpec
+    from kernos.runtime._approval import Approver
     from kernos.runtime._session import Session, SessionEvent
 
 
@@ -40,6 +41,9 @@ class Runtime:
         self._store: Store | None = None
         self._models: dict[str, Model] = {}
         self._recorded: list[dict[str, Any]] = []
+        #: who answers the calls the permission rules say to ask about (the CLI sets it: a
+        #: terminal prompt, ``--approve``/``--yes``); ``None``: nobody, they are refused
+        self.approver: Approver | None = None
 
     @classmethod
     def open(

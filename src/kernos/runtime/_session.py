@@ -128,6 +128,9 @@ class Session:
         self.workspace = workspace
         self.instructions = instructions
         self.agent = agent
+        #: whether a person at this process's terminal may be asked to approve this session's
+        #: calls (a background child's task manager says no: nobody waits on it)
+        self.can_ask: Callable[[], bool] = lambda: True
         self.session_id = session_id or new_session_id()
         self.store = store
         #: where the usage rows and tool-call counts go (``store``, else ``usage_store``)

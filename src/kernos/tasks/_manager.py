@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
-from kernos.runtime import BaseToolset, ConfigError, Runtime, Session, history_from_turns
+from kernos.runtime import (
+    BaseToolset,
+    ConfigError,
+    Permissions,
+    Runtime,
+    Session,
+    history_from_turns,
+)
 from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, allowed_models, resolve_spawn_items
@@ -367,9 +374,14 @@ class TaskManager(TaskScheduler):
         """The child's own session: its turns go to the store (a later run rebuilds it from
         them) and its transcript to the task's events. ``tools`` are taken from ``available``
         (the parent's tools, or a worker's configured ones)."""
+        rules = Permissions(self.config)
         offered = {
-            **(record.parent.tools if available is None else available),
-            **self.own_tools(record.item),
+            name: spec
+            for name, spec in {
+                **(record.parent.tools if available is None else available),
+                **self.own_tools(record.item),
+            }.items()
+            if rules.offered(agent, spec)  # a tool the child's agent denies is not offered
         }
         self._model_of[sid] = record.model_name
         # a child rebuilt where its parent does not run (a DBOS worker) counts under its parent
@@ -388,6 +400,8 @@ class TaskManager(TaskScheduler):
             repeat_limit=self.config.tasks.repeat_limit,
             empty_retries=self.config.empty_retries(record.model_name),
         )
+        # a background child has nobody at a terminal waiting on it to ask
+        child.can_ask = lambda: not record.background
         if record.depth < self.config.tasks.max_depth:
             # steps too on the DBOS engine: a replayed task call answers what it answered, and
             # one in flight at a crash finds the children it spawned (``_replayed_ids``)

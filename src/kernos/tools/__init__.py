@@ -1,10 +1,11 @@
 """Tools for agents: the built-in workspace tools, Python functions, and each agent's selection.
 
-Built-ins (``read_file``, ``list_files``, ``search_files``) are read-only and confined by the
-workspace policy; they are registered through the ``kernos.tools`` entry-point group like any
-plugin. ``[tools.NAME] function = "module:attr"`` turns a Python function into a tool; its
-signature and docstring are the schema and description. An agent's ``tools`` selects by name or
-glob; no key means the built-ins, ``[]`` none. ``[mcp.NAME]`` servers offer ``NAME__<tool>``.
+Built-ins (``read_file``, ``list_files``, ``search_files``, and the write tools ``write_file``
+and ``edit_file``, asked about by default) are confined by the workspace policy; they are
+registered through the ``kernos.tools`` entry-point group like any plugin.
+``[tools.NAME] function = "module:attr"`` turns a Python function into a tool; its signature
+and docstring are the schema and description. An agent's ``tools`` selects by name or glob; no
+key means the built-ins, ``[]`` none. ``[mcp.NAME]`` servers offer ``NAME__<tool>``.
 """
 
 import typing
@@ -53,6 +54,14 @@ if typing.TYPE_CHECKING:
         select_tools,
         unmatched,
     )
+    from kernos.tools._write import (
+        WRITE_NAMES,
+        EditFileArgs,
+        WriteFileArgs,
+        edited,
+        unified_diff,
+        write_tools,
+    )
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -60,7 +69,9 @@ __all__ = [
     "CLAUDE_CODE_TOOLS",
     "MAX_FILE_BYTES",
     "TOOLS_GROUP",
+    "WRITE_NAMES",
     "CatalogToolset",
+    "EditFileArgs",
     "Human",
     "ListFilesArgs",
     "LocalWorkspace",
@@ -75,12 +86,14 @@ __all__ = [
     "ToolEntry",
     "ToolPluginContext",
     "WorkspacePaths",
+    "WriteFileArgs",
     "agent_tools",
     "builtin_tools",
     "check_catalog",
     "claude_code_hint",
     "default_workspace",
     "doc_descriptions",
+    "edited",
     "function_tool",
     "human_answers",
     "is_glob",
@@ -92,8 +105,10 @@ __all__ = [
     "on_a_terminal",
     "select_mcp_tools",
     "select_tools",
+    "unified_diff",
     "unmatched",
     "workspace_tools",
+    "write_tools",
 ]
 
 

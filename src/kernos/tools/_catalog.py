@@ -29,6 +29,8 @@ from kernos.runtime import (
     WorkspacePolicy,
     from_source,
     kernos_tool_home,
+    parse_entry,
+    unmatched_entries,
 )
 from kernos.tools._builtin import builtin_tools
 from kernos.tools._functions import function_tool
@@ -40,6 +42,7 @@ from kernos.tools._select import (
     select_tools,
     unmatched,
 )
+from kernos.tools._write import write_tools
 
 TOOLS_GROUP = "kernos.tools"
 
@@ -264,6 +267,7 @@ class ToolCatalog:
             )
 
         problems = list(self.rejected)
+        problems += self._permission_problems(later)
         for name, agent in self.config.agents.items():
             if agent.tools is None:
                 continue
@@ -297,6 +301,40 @@ class ToolCatalog:
             )
         return problems
 
+    def _permission_problems(self, later: Callable[[str], bool]) -> list[ConfigError]:
+        """Each ``[permissions]`` / ``[agents.NAME.permissions]`` list with an entry whose
+        tool-name glob matches no tool (a misspelt rule would silently rule nothing)."""
+        tables: list[tuple[Any, Any]] = [
+            (self.config.permissions.table("permissions"), self.config.path)
+        ]
+        tables += [
+            (
+                agent.permissions.table(f"agents.{name}.permissions"),
+                agent.source or self.config.path,
+            )
+            for name, agent in self.config.agents.items()
+            if agent.permissions is not None
+        ]
+        known = ", ".join(self.entries) or "(none)"
+        problems = []
+        for table, file in tables:
+            by_list: dict[str, list[str]] = {}
+            for where, entry in unmatched_entries([table], list(self.entries)):
+                if not later(parse_entry(entry).tool):
+                    by_list.setdefault(where, []).append(entry)
+            for where, unknown in by_list.items():
+                shown = ", ".join(repr(u) for u in unknown)
+                problems.append(
+                    ConfigError(
+                        file,
+                        where,
+                        f"{shown} {'matches' if len(unknown) == 1 else 'match'} no tool",
+                        f"use names from the available tools: {known}; or the task, output "
+                        "and [mcp.NAME] server tools",
+                    )
+                )
+        return problems
+
 
 def _check_not_kernos_name(config: Config, entry: ToolEntry) -> None:
     """A function or plugin tool named like one of kernos's own tools is a config error.
@@ -327,8 +365,9 @@ def _check_not_kernos_name(config: Config, entry: ToolEntry) -> None:
 
 
 def workspace_tools(context: ToolPluginContext) -> list[ToolSpec[Any]]:
-    """The built-in tools' ``kernos.tools`` entry point: read_file, list_files, search_files."""
-    return builtin_tools(context.workspace)
+    """The built-in tools' ``kernos.tools`` entry point: read_file, list_files, search_files,
+    and the write tools write_file and edit_file (their own rule: ``ask``)."""
+    return builtin_tools(context.workspace) + write_tools(context.workspace)
 
 
 def _marked(spec: ToolSpec[Any], source: str) -> ToolSpec[Any]:

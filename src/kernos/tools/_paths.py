@@ -47,6 +47,16 @@ class WorkspacePaths(Protocol):
         """True when a path found while walking a root may be shown to the model."""
         ...
 
+    def writable(self, path: str) -> Path:
+        """The real file ``path`` names inside a root, for writing: it may not exist yet, but
+        its place must pass the same checks (an existing symlink is followed).
+
+        Raises:
+            PathRefused: outside every root, hidden, the state directory or config file, or a
+                directory.
+        """
+        ...
+
     def display(self, path: Path) -> str:
         """How the model sees a resolved path: relative to the base root when inside it."""
         ...
@@ -130,6 +140,25 @@ class LocalWorkspace:
         elif not real.is_file():
             what = "a directory, not a file" if real.is_dir() else "not an existing file"
             raise PathRefused(f"{path} is {what}; call list_files to see which files exist")
+        return real
+
+    def writable(self, path: str) -> Path:
+        given = Path(os.path.expanduser(path)) if path.startswith("~") else Path(path)
+        joined = given if given.is_absolute() else self._roots[0] / given
+        problem = self._problem(Path(os.path.normpath(joined)))
+        try:
+            real = joined.resolve()  # the existing part's symlinks followed; the rest as named
+        except (OSError, RuntimeError):
+            raise PathRefused(f"{path} cannot be resolved; name another path") from None
+        if problem is None:
+            problem = self._problem(real)
+        if problem is not None:
+            refusal = problem.replace("may not read", "may not write")
+            raise PathRefused(f"{path} {refusal}; name a path inside the workspace")
+        if real.is_dir():
+            raise PathRefused(f"{path} is a directory, not a file; name the file to write")
+        if real.exists() and not real.is_file():
+            raise PathRefused(f"{path} is not a regular file; name a text file to write")
         return real
 
     def visible(self, path: Path) -> bool:
