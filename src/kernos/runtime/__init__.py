@@ -9,6 +9,7 @@ if typing.TYPE_CHECKING:
         DURATION_FIX,
         Budget,
         BudgetExceeded,
+        BudgetMeter,
         format_duration,
         parse_duration,
     )
@@ -133,6 +134,7 @@ __all__ = [
     "BaseToolset",
     "Budget",
     "BudgetExceeded",
+    "BudgetMeter",
     "Cancellable",
     "CassetteError",
     "CategoryConfig",
