@@ -4,8 +4,12 @@ other and the lead, share a board, and the lead waits for them (kernos.tasks._te
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tasks_helpers import agent_is, last, messages, text_of, user_texts
@@ -16,6 +20,7 @@ from kernos.tasks import TaskStore
 from kernos.tasks._team_store import TeamStore
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 
+KERNOS = str(Path(sys.executable).with_name("kernos"))
 TEAM_TOOLS = {"team_send", "board_add", "board_list", "board_update"}
 LEAD_ONLY = {"team_status", "team_wait"}
 
@@ -288,3 +293,55 @@ async def test_a_member_ended_in_error_cannot_receive_and_an_oversized_message_i
     store = TeamStore(runtime.store)
     ((lead, _),) = store.teams()
     assert store.mail(lead, "pair") == []  # nothing was stored for either
+
+
+def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [KERNOS, *args], cwd=project, capture_output=True, text=True, timeout=120,
+        env={**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")},
+    )  # fmt: skip
+
+
+def test_through_the_cli_teams_show_and_output_carry_the_team_and_its_mail(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    server.script(
+        tool_call("task", spawn("pair", "writer", "reader"), when=agent_is("MAIN-AGENT", "pair")),
+        tool_call("team_wait", {"until": "idle"}, when=agent_is("MAIN-AGENT", "Batch running")),
+        tool_call(
+            "board_add", {"title": "review the draft"}, when=agent_is("MAIN-AGENT", "idle or")
+        ),
+        text("pair done", when=agent_is("MAIN-AGENT", "Added board item")),
+        NOTED,
+        tool_call(
+            "team_send",
+            {"to": "reader", "message": "draft ready"},
+            when=member("WRITER-JOB", "JOB"),
+        ),
+        text("sent", when=member("WRITER-JOB", "reader")),
+        text("reader ready", when=member("READER-JOB", "READER-JOB")),
+        text("read it", when=member("READER-JOB", "draft ready")),
+    )
+    ran = kernos(project, server, "run", "work as a pair", "-q")
+    assert ran.returncode == 0, ran.stderr
+    server.assert_all_consumed()
+    listed = kernos(project, server, "teams", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (team,) = json.loads(listed.stdout)["teams"]
+    assert team["team"] == "pair" and team["lead_unread"] == 0
+    members = {m["name"]: m for m in team["members"]}
+    assert set(members) == {"writer", "reader"}
+    assert {m["status"] for m in members.values()} == {"completed"}
+    assert [(b["id"], b["status"], b["title"]) for b in team["board"]] == [
+        (1, "open", "review the draft")
+    ]
+    human = kernos(project, server, "teams")
+    assert human.stdout.startswith(f"team pair (lead {team['lead_session']}, unread 0)")
+    shown = kernos(project, server, "tasks", "show", members["writer"]["task_id"], "--json")
+    record = json.loads(shown.stdout)["task"]
+    assert (record["team"], record["name"]) == ("pair", "writer")
+    # mail out in the sender's transcript, mail in in the recipient's
+    out = kernos(project, server, "tasks", "output", members["writer"]["task_id"]).stdout
+    assert '[tool_call] team_send {"to": "reader", "message": "draft ready"}' in out
+    inbox = kernos(project, server, "tasks", "output", members["reader"]["task_id"]).stdout
+    assert "[user] Team mail from writer (team pair):\ndraft ready" in inbox

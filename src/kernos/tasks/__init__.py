@@ -33,6 +33,7 @@ if typing.TYPE_CHECKING:
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
     from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
+    from kernos.tasks._team_store import TeamStore
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
     from kernos.tasks._worker_lines import ended_line, took_line
 
@@ -58,6 +59,7 @@ __all__ = [
     "TaskStatus",
     "TaskStore",
     "TaskToolset",
+    "TeamStore",
     "build_task_description",
     "can_move",
     "clamp_task_summary",

@@ -253,3 +253,30 @@ class TeamStore:
             (*fields.values(), time.time(), lead, team, item, *(only_from or ())),
         )
         return dict(rows[0]) if rows else None
+
+    # -- the overview (``kernos teams``) -------------------------------------------------------
+    def overview(self) -> list[dict[str, Any]]:
+        """Every team, oldest first: its lead, members (name, task id, status, unread mail),
+        the lead's unread mail and the board's items."""
+        document = []
+        for lead, team in self.teams():
+            unread = self.unread(lead, team)
+            members = [
+                {
+                    "name": row["name"],
+                    "task_id": row["task_id"],
+                    "status": row["status"],
+                    "unread": unread.get(row["name"], 0),
+                }
+                for row in self.members(lead, team)
+            ]
+            document.append(
+                {
+                    "team": team,
+                    "lead_session": lead,
+                    "lead_unread": unread.get(LEAD, 0),
+                    "members": members,
+                    "board": self.board(lead, team),
+                }
+            )
+        return document
