@@ -181,7 +181,9 @@ class Teams:
         """Give a member's session the member tools."""
         seat = self.seat(record.id)
         if seat is not None and "team_send" not in child.tools:
-            child.add_tools(self.tools(child, seat, MEMBER_TOOLS))
+            # steps on the DBOS engine, as a child's other tools: a replayed run answers what
+            # its first attempt answered, and a send in flight at a crash keeps its send key
+            child.add_tools(self.manager.engine.child_tools(self.tools(child, seat, MEMBER_TOOLS)))
 
     def guidance(self, record: TaskRecord, names: Sequence[str]) -> str | None:
         """The hidden guidance a member's first message ends with."""
@@ -277,9 +279,14 @@ class Teams:
     def deliver_lead(self, lead: Session) -> bool:
         """Between the lead's turns: its unread mail, claimed now, becomes its next turn;
         ``True`` when there was some."""
-        if lead.session_id not in self.lead_mail:
+        durable = bool(getattr(self.manager.engine, "replays", False))
+        if lead.session_id not in self.lead_mail and not (
+            durable and lead.session_id in self.leads
+        ):
             return False
         self.lead_mail.discard(lead.session_id)
+        if durable:  # members run in other processes: what they sent is read from the store
+            self.wake_members(lead)
         texts = []
         for lead_id, team in self.store.teams(lead.session_id):
             mail = self.store.take(lead_id, team, LEAD, "lead:" + secrets.token_hex(8))
@@ -288,6 +295,26 @@ class Teams:
         if texts:
             lead.inject("\n\n".join(texts))
         return bool(texts)
+
+    def wake_members(self, lead: Session) -> None:
+        """Revive each finished member of ``lead``'s teams that has unread mail (mail a member
+        on another worker sent it, which could not wake it there)."""
+        for lead_id, team in self.store.teams(lead.session_id):
+            unread = self.store.unread(lead_id, team)
+            for row in self.store.members(lead_id, team):
+                record = self.manager.records.get(row["task_id"])
+                if not unread.get(row["name"]) or record is None or record.status in ACTIVE:
+                    continue
+                if record.status in CLOSED or record.residency == Residency.DISPOSED:
+                    continue
+                take_key = f"{record.run_epoch + 1}:r"
+                mail = self.store.take(lead_id, team, row["name"], take_key)
+                try:
+                    revived = bool(mail) and self.manager.revive(record, self.render(team, mail))
+                except ToolError:  # the run's max_children: the mail waits, unread
+                    revived = False
+                if mail and not revived:
+                    self.store.untake(lead_id, team, row["name"], take_key)
 
     def _to_member(
         self, seat: Seat, name: str, row: dict[str, Any], message: str, key: str | None
