@@ -15,6 +15,9 @@ from test_teams import (
 from test_teams import (
     test_a_team_of_three_mails_broadcasts_revives_and_the_lead_waits as team_of_three,
 )
+from test_teams import (
+    test_team_max_turns_stops_two_members_mailing_each_other_forever as ping_pong,
+)
 
 from kernos.runtime import Runtime, load_config
 from kernos.testing import FakeOpenAIServer
@@ -33,3 +36,20 @@ async def test_a_team_on_the_dbos_engine(
         await scenario(runtime, server)
     finally:
         runtime.close()
+
+
+async def test_team_max_turns_on_the_dbos_engine_is_counted_in_the_store(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    use_dbos(project)
+    await ping_pong(project, server)
+    from kernos.runtime import Store
+    from kernos.tasks import TeamStore
+
+    store = Store.open(project / ".kernos")
+    try:
+        teams = TeamStore(store)
+        ((lead, team),) = teams.teams()
+        assert teams.requests(lead, team) == 6
+    finally:
+        store.close()

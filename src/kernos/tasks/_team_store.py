@@ -61,6 +61,20 @@ MIGRATIONS = [
         )
         """,
     ),
+    (
+        2,
+        "model requests of each team",
+        # ``[tasks] team_max_turns`` across processes (the DBOS engine's members run on any
+        # worker): one conditional increment per model request
+        """
+        CREATE TABLE team_turns (
+            lead_session TEXT NOT NULL,
+            team TEXT NOT NULL,
+            requests INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (lead_session, team)
+        )
+        """,
+    ),
 ]
 
 
@@ -108,6 +122,34 @@ class TeamStore:
             params,
         )
         return [(row[0], row[1]) for row in rows]
+
+    # -- the team bound -----------------------------------------------------------------------
+    def count_request(self, lead: str, team: str, limit: int) -> int | None:
+        """Count one model request of a team against ``limit`` in one conditional statement
+        (processes counting at once never pass it together); the count now, or ``None`` when
+        ``limit`` requests were made already."""
+        for _ in range(2):
+            rows = self.store.write_now(
+                "UPDATE team_turns SET requests = requests + 1 WHERE lead_session = ? "
+                "AND team = ? AND requests < ? RETURNING requests",
+                (lead, team, limit),
+            )
+            if rows:
+                return int(rows[0][0])
+            created = self.store.write_now(
+                "INSERT INTO team_turns (lead_session, team, requests) VALUES (?, ?, 0) "
+                "ON CONFLICT (lead_session, team) DO NOTHING RETURNING requests",
+                (lead, team),
+            )
+            if not created:
+                return None  # the row was there: the limit is reached
+        return None
+
+    def requests(self, lead: str, team: str) -> int:
+        rows = self.store.query(
+            "SELECT requests FROM team_turns WHERE lead_session = ? AND team = ?", (lead, team)
+        )
+        return int(rows[0][0]) if rows else 0
 
     # -- mail ----------------------------------------------------------------------------------
     def post(

@@ -209,8 +209,20 @@ class Teams:
         session.budget = TeamMeter(inner, self, seat)
 
     def count_request(self, seat: Seat) -> None:
+        """Count one model request of ``seat``'s team, or raise past ``team_max_turns``: in
+        memory on the local engine (every member runs here), in the store on the DBOS engine
+        (members run on any worker)."""
         limit = self.manager.config.tasks.team_max_turns
         key = (seat.lead, seat.team)
+        if getattr(self.manager.engine, "replays", False):
+            counted = self.store.count_request(seat.lead, seat.team, limit)
+            if counted is None:
+                used = self.store.requests(seat.lead, seat.team)
+                raise BudgetExceeded(
+                    "team_max_turns", str(limit), f"{used} model requests made by team {seat.team}"
+                )
+            self.requests[key] = counted
+            return
         used = self.requests.get(key, 0)
         if limit and used >= limit:
             raise BudgetExceeded(
