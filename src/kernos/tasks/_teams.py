@@ -135,8 +135,9 @@ class Teams:
     def __init__(self, manager: TaskManager) -> None:
         self.manager = manager
         self.store = TeamStore(manager.runtime.store)
-        #: each member's seat, by task id (a member rebuilt elsewhere reads it from the store)
-        self.seats: dict[str, Seat] = {}
+        #: each child's seat (``None``: no team), by task id, so the hot path of a child's turn
+        #: asks the store at most once (a child rebuilt here from the store, as on a worker)
+        self.seats: dict[str, Seat | None] = {}
         #: the lead sessions of this process, by session id
         self.leads: dict[str, Session] = {}
         #: model requests made by each team's members in this process, by (lead, team)
@@ -162,6 +163,7 @@ class Teams:
         """``task_id`` joins its item's team (before its session is built, so it gets the
         member tools)."""
         if item.team is None or item.name is None:
+            self.seats[task_id] = None
             return
         self.seats[task_id] = Seat(lead.session_id, item.team, item.name)
         self.store.join(lead.session_id, item.team, item.name, task_id)
@@ -170,12 +172,10 @@ class Teams:
             lead.add_tools(self.tools(lead, None, LEAD_TOOLS))
 
     def seat(self, task_id: str) -> Seat | None:
-        seat = self.seats.get(task_id)
-        if seat is None:
+        if task_id not in self.seats:
             found = self.store.membership(task_id)
-            if found is not None:
-                seat = self.seats[task_id] = Seat(*found)
-        return seat
+            self.seats[task_id] = Seat(*found) if found is not None else None
+        return self.seats[task_id]
 
     def equip(self, record: TaskRecord, child: Session) -> None:
         """Give a member's session the member tools."""
