@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tasks_helpers import agent_is, last, messages, text_of, user_texts
+from tasks_helpers import messages, system, text_of, user_texts
 
 from kernos._app import run_agent
 from kernos.runtime import Runtime
@@ -25,6 +25,23 @@ TEAM_TOOLS = {"team_send", "board_add", "board_list", "board_update"}
 LEAD_ONLY = {"team_status", "team_wait"}
 
 
+def latest_text(request: dict[str, Any]) -> str:
+    """The last message that is not a system note (the pydantic-ai engine adds one when the
+    lead's team tools arrive mid-run)."""
+    said = [m for m in messages(request) if m.get("role") not in ("system", "developer")]
+    return text_of(said[-1]) if said else ""
+
+
+def lead_said(latest: str) -> Callable[[dict[str, Any]], bool]:
+    """A ``when=`` for the lead's requests whose latest message contains ``latest``."""
+
+    def match(request: dict[str, Any]) -> bool:
+        return "MAIN-AGENT" in system(request) and latest in latest_text(request)
+
+    match.__name__ = f"lead_said({latest!r})"
+    return match
+
+
 def member(job: str, latest: str | None = None) -> Callable[[dict[str, Any]], bool]:
     """A ``when=`` for the requests of the member whose first message carries ``job``,
     optionally whose latest message contains ``latest``."""
@@ -33,7 +50,7 @@ def member(job: str, latest: str | None = None) -> Callable[[dict[str, Any]], bo
         users = [m for m in messages(request) if m.get("role") == "user"]
         if not users or job not in text_of(users[0]):
             return False
-        return latest is None or latest in text_of(last(request))
+        return latest is None or latest in latest_text(request)
 
     match.__name__ = f"member({job!r}, {latest!r})"
     return match
@@ -52,7 +69,7 @@ def rows(runtime: Runtime) -> dict[str, dict[str, Any]]:
     return {row["name"]: row for row in TaskStore(runtime.store).recent()}
 
 
-NOTED = text("noted", when=agent_is("MAIN-AGENT", "task completion"), repeat=True)
+NOTED = text("noted", when=lead_said("task completion"), repeat=True)
 
 
 async def test_a_team_of_three_mails_broadcasts_revives_and_the_lead_waits(
@@ -60,15 +77,13 @@ async def test_a_team_of_three_mails_broadcasts_revives_and_the_lead_waits(
 ) -> None:
     server.script(
         # the lead forms the team with beta, waits until it is idle, adds alpha and gamma
-        tool_call("task", spawn("crew", "beta"), when=agent_is("MAIN-AGENT", "form the crew")),
-        tool_call("team_wait", {"until": "idle"}, when=agent_is("MAIN-AGENT", "Started task")),
-        tool_call(
-            "task", spawn("crew", "alpha", "gamma"), when=agent_is("MAIN-AGENT", "idle or finished")
-        ),
-        tool_call("team_wait", {"until": "mail"}, when=agent_is("MAIN-AGENT", "Batch running")),
-        tool_call("team_status", {}, when=agent_is("MAIN-AGENT", "Team mail from beta")),
-        tool_call("team_wait", {"until": "idle"}, when=agent_is("MAIN-AGENT", "Unread mail")),
-        text("crew finished", when=agent_is("MAIN-AGENT", "idle or finished")),
+        tool_call("task", spawn("crew", "beta"), when=lead_said("form the crew")),
+        tool_call("team_wait", {"until": "idle"}, when=lead_said("Started task")),
+        tool_call("task", spawn("crew", "alpha", "gamma"), when=lead_said("idle or finished")),
+        tool_call("team_wait", {"until": "mail"}, when=lead_said("Batch running")),
+        tool_call("team_status", {}, when=lead_said("Team mail from beta")),
+        tool_call("team_wait", {"until": "idle"}, when=lead_said("Unread mail")),
+        text("crew finished", when=lead_said("idle or finished")),
         NOTED,
         # beta finishes at once; alpha's mail revives it, and it reports to the lead
         text("beta first done", when=member("BETA-JOB", "BETA-JOB")),
@@ -130,7 +145,7 @@ async def test_a_team_of_three_mails_broadcasts_revives_and_the_lead_waits(
     opening = text_of(next(m for m in messages(first_alpha) if m.get("role") == "user"))
     assert "You are alpha, a member of team crew" in opening
     assert "end your turn" in opening
-    lead_later = next(r for r in server.requests if agent_is("MAIN-AGENT", "Started task")(r))
+    lead_later = next(r for r in server.requests if lead_said("Started task")(r))
     assert {t["function"]["name"] for t in lead_later["tools"]} >= TEAM_TOOLS | LEAD_ONLY
     # every message is stored once and read once
     store = TeamStore(runtime.store)
@@ -147,10 +162,10 @@ async def test_team_rules_name_required_and_unique(
     nameless = {"team": "crew", "category": "quick", "prompt": "X-JOB"}
     twice = spawn("crew", "dup", "dup")
     server.script(
-        tool_call("task", nameless, when=agent_is("MAIN-AGENT", "go")),
-        tool_call("task", twice, when=agent_is("MAIN-AGENT", "no name")),
-        tool_call("task", spawn("crew", "lead"), when=agent_is("MAIN-AGENT", "twice")),
-        text("ok", when=agent_is("MAIN-AGENT", "reserved")),
+        tool_call("task", nameless, when=lead_said("go")),
+        tool_call("task", twice, when=lead_said("no name")),
+        tool_call("task", spawn("crew", "lead"), when=lead_said("twice")),
+        text("ok", when=lead_said("reserved")),
     )
     outcome = await run_agent(runtime, "go")
     assert outcome.ok, outcome.error
@@ -168,19 +183,17 @@ async def test_a_claim_race_has_one_winner_and_the_loser_is_told_who(
     claim = {"id": 1, "status": "claimed"}
     server.script(
         # a foreground scout puts the item on the board; then two members race for it
-        tool_call(
-            "task", spawn("duo", "scout", background=False), when=agent_is("MAIN-AGENT", "race")
-        ),
+        tool_call("task", spawn("duo", "scout", background=False), when=lead_said("race")),
         tool_call("board_add", {"title": "fix the parser"}, when=member("SCOUT-JOB", "JOB")),
         text("scout done", when=member("SCOUT-JOB", "Added board item 1")),
-        tool_call("task", spawn("duo", "red", "blue"), when=agent_is("MAIN-AGENT", "scout done")),
+        tool_call("task", spawn("duo", "red", "blue"), when=lead_said("scout done")),
         tool_call("board_update", claim, when=member("RED-JOB", "JOB")),
         tool_call("board_update", claim, when=member("BLUE-JOB", "JOB")),
         text("red over", when=member("RED-JOB", "claimed")),
         text("blue over", when=member("BLUE-JOB", "claimed")),
-        tool_call("team_wait", {"until": "idle"}, when=agent_is("MAIN-AGENT", "Batch running")),
-        tool_call("board_list", {}, when=agent_is("MAIN-AGENT", "idle or finished")),
-        text("raced", when=agent_is("MAIN-AGENT", "fix the parser")),
+        tool_call("team_wait", {"until": "idle"}, when=lead_said("Batch running")),
+        tool_call("board_list", {}, when=lead_said("idle or finished")),
+        text("raced", when=lead_said("fix the parser")),
         NOTED,
     )
     outcome = await run_agent(runtime, "race")
@@ -205,18 +218,16 @@ async def test_team_wait_times_out_with_a_code_naming_who_still_works(
     held = threading.Event()
 
     def timed_out(request: dict[str, Any]) -> bool:
-        if "MAIN-AGENT" in json.dumps(request) and "timed out" in text_of(last(request)):
+        if "MAIN-AGENT" in system(request) and "timed out" in latest_text(request):
             held.set()  # now the member may answer
             return True
         return False
 
     server.script(
-        tool_call("task", spawn("slow", "sloth"), when=agent_is("MAIN-AGENT", "wait")),
-        tool_call(
-            "team_wait", {"until": "mail", "timeout": 0.2}, when=agent_is("MAIN-AGENT", "Started")
-        ),
+        tool_call("task", spawn("slow", "sloth"), when=lead_said("wait")),
+        tool_call("team_wait", {"until": "mail", "timeout": 0.2}, when=lead_said("Started")),
         tool_call("team_wait", {"until": "idle"}, when=timed_out),
-        text("waited", when=agent_is("MAIN-AGENT", "idle or finished")),
+        text("waited", when=lead_said("idle or finished")),
         text("sloth done", when=member("SLOTH-JOB"), hold=held),
         NOTED,
     )
@@ -238,9 +249,9 @@ async def test_team_max_turns_stops_two_members_mailing_each_other_forever(
     runtime = Runtime(load_config(cwd=project))
     try:
         server.script(
-            tool_call("task", spawn("loop", "ping", "pong"), when=agent_is("MAIN-AGENT", "loop")),
-            tool_call("team_wait", {"until": "idle"}, when=agent_is("MAIN-AGENT", "Batch")),
-            text("stopped", when=agent_is("MAIN-AGENT", "idle or finished")),
+            tool_call("task", spawn("loop", "ping", "pong"), when=lead_said("loop")),
+            tool_call("team_wait", {"until": "idle"}, when=lead_said("Batch")),
+            text("stopped", when=lead_said("idle or finished")),
             NOTED,
             tool_call(
                 "team_send", {"to": "pong", "message": "ping"}, when=member("PING-JOB"), repeat=True
@@ -266,17 +277,15 @@ async def test_a_member_ended_in_error_cannot_receive_and_an_oversized_message_i
 ) -> None:
     huge = "x" * (32 * 1024 + 1)
     server.script(
-        tool_call("task", spawn("pair", "doomed", "fine"), when=agent_is("MAIN-AGENT", "start")),
-        tool_call("team_wait", {"until": "idle"}, when=agent_is("MAIN-AGENT", "Batch running")),
+        tool_call("task", spawn("pair", "doomed", "fine"), when=lead_said("start")),
+        tool_call("team_wait", {"until": "idle"}, when=lead_said("Batch running")),
         tool_call(
             "team_send",
             {"to": "doomed", "message": "still there?"},
-            when=agent_is("MAIN-AGENT", "idle or finished"),
+            when=lead_said("idle or finished"),
         ),
-        tool_call(
-            "team_send", {"to": "fine", "message": huge}, when=agent_is("MAIN-AGENT", "ended")
-        ),
-        text("understood", when=agent_is("MAIN-AGENT", "32 KB")),
+        tool_call("team_send", {"to": "fine", "message": huge}, when=lead_said("ended")),
+        text("understood", when=lead_said("32 KB")),
         NOTED,
         error(400, "bad request", when=member("DOOMED-JOB")),
         text("fine done", when=member("FINE-JOB")),
@@ -306,12 +315,10 @@ def test_through_the_cli_teams_show_and_output_carry_the_team_and_its_mail(
     project: Path, server: FakeOpenAIServer
 ) -> None:
     server.script(
-        tool_call("task", spawn("pair", "writer", "reader"), when=agent_is("MAIN-AGENT", "pair")),
-        tool_call("team_wait", {"until": "idle"}, when=agent_is("MAIN-AGENT", "Batch running")),
-        tool_call(
-            "board_add", {"title": "review the draft"}, when=agent_is("MAIN-AGENT", "idle or")
-        ),
-        text("pair done", when=agent_is("MAIN-AGENT", "Added board item")),
+        tool_call("task", spawn("pair", "writer", "reader"), when=lead_said("pair")),
+        tool_call("team_wait", {"until": "idle"}, when=lead_said("Batch running")),
+        tool_call("board_add", {"title": "review the draft"}, when=lead_said("idle or")),
+        text("pair done", when=lead_said("Added board item")),
         NOTED,
         tool_call(
             "team_send",

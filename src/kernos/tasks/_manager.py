@@ -574,6 +574,8 @@ class TaskManager(TaskScheduler):
     async def _take_mail(self, record: TaskRecord, ordinal: int) -> str | None:
         if record.run_key is None:  # the local engine: read in this loop step
             return self.teams.take(record, ordinal)
+        if self.teams.seats.get(record.id, True) is None:
+            return None  # known to be in no team: no suspension, as before teams
         return await asyncio.to_thread(self.teams.take, record, ordinal)
 
     def load_skills(self, names: Iterable[str]) -> tuple[list[str], list[str]]:
