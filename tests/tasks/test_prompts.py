@@ -37,7 +37,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
         print(f"{name}: {size} chars")
     assert sizes == snapshot(
         {
-            "task_description.md": 1439,
+            "task_description.md": 1608,
             "task_send.md": 415,
             "task_output.md": 245,
             "task_cancel.md": 138,
@@ -47,7 +47,15 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "still_running.md": 291,
             "limit_reached.md": 109,
             "not_delivered.md": 299,
-            "task description (rendered, test config)": 1567,
+            "team_send.md": 243,
+            "team_status.md": 146,
+            "team_wait.md": 253,
+            "board_add.md": 93,
+            "board_list.md": 110,
+            "board_update.md": 234,
+            "team_guidance.md": 296,
+            "team_mail.md": 48,
+            "task description (rendered, test config)": 1736,
         }
     )
 

@@ -38,6 +38,7 @@ COMMANDS = {
     "mcp": "mcp",
     "usage": "usage",
     "worker": "worker",
+    "teams": "teams",
     "sessions": "sessions",
     "tasks": "tasks",
     "config": "config",

@@ -88,6 +88,10 @@ def _store(config: ConfigOption) -> Iterator[TaskStore]:
         close()
 
 
+#: the task store as the ``tasks`` commands open it (``kernos teams`` reads the same)
+task_store = _store
+
+
 def _unknown(task_id: str) -> typer.Exit:
     return fail(f"no task {task_id} in the store; see `kernos tasks list`", EXIT_USAGE)
 
@@ -207,9 +211,15 @@ def register(app: typer.Typer) -> None:
                 e for e in store.events(task_id) if e["type"] in ("status", "revived", "residency")
             ]
             spent = _usage_of(store, [row]) if as_json else {}
+            if as_json:
+                from kernos.tasks import TeamStore
+
+                seat = TeamStore(store.store).membership(task_id)
         if as_json:
             usage = spent.get(row["child_session"])
             record = {**task_record(row, usage), "final_text": row["final_text"]}
+            # a team member's team (its ``name`` is its name in the team); ``None``: no team
+            record["team"] = seat[1] if seat else None
             _dump({"task": record, "history": [_event_record(e) for e in changes]})
             return
         now = time.time()

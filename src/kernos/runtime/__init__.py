@@ -21,6 +21,7 @@ if typing.TYPE_CHECKING:
         DURATION_FIX,
         Budget,
         BudgetExceeded,
+        BudgetMeter,
         format_duration,
         parse_duration,
     )
@@ -157,6 +158,7 @@ __all__ = [
     "BaseToolset",
     "Budget",
     "BudgetExceeded",
+    "BudgetMeter",
     "Cancellable",
     "CassetteError",
     "CategoryConfig",

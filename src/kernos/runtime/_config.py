@@ -252,6 +252,10 @@ class TasksConfig(_Budgeted):
     #: child starts; each poll costs every executor CPU, queue or no queue (one queue's row holds
     #: it for the fleet: the last process to register the queue sets it)
     poll: float = Field(default=0.1, gt=0, le=60)
+    #: model requests all the members of one team may make together (each revival by mail is
+    #: a new run with its own budget, so this is what stops two members mailing each other
+    #: forever); past it a member's run ends ``budget_exceeded``; ``0``: no limit
+    team_max_turns: int = Field(default=200, ge=0)
 
 
 STORE_URL_ENV = "KERNOS_STORE_URL"

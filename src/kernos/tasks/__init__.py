@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:
         progress_text,
         render_event,
     )
+    from kernos.tasks._team_store import TeamStore
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
     from kernos.tasks._worker_lines import ended_line, took_line
 
@@ -64,6 +65,7 @@ __all__ = [
     "TaskStatus",
     "TaskStore",
     "TaskToolset",
+    "TeamStore",
     "build_task_description",
     "can_move",
     "clamp_task_summary",

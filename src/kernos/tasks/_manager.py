@@ -8,6 +8,7 @@ and :class:`TaskToolset` is the manager as one session's toolset.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import weakref
@@ -29,6 +30,7 @@ from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, allowed_models, resolve_spawn_items
 from kernos.tasks._scheduler import TaskRecord, TaskScheduler
 from kernos.tasks._state import ACTIVE, NOTIFY, SETTLED, Residency, TaskStatus
+from kernos.tasks._teams import Teams
 from kernos.tasks._tools import task_tools
 
 #: The tools only a parent gets; never granted to a child below the depth limit.
@@ -91,6 +93,8 @@ class TaskManager(TaskScheduler):
         #: the sessions of this process's children that may spawn children of their own, by
         #: session id: a grandchild rebuilt here (a worker) reports to its parent if it is here
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        #: the teams the sessions here lead or belong to (``team`` on a ``task`` item)
+        self.teams = Teams(self)
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
@@ -154,6 +158,7 @@ class TaskManager(TaskScheduler):
             if known is not None:  # this call, replayed: the child it spawned before the crash
                 records.append(known)
                 continue
+            self.teams.enlist(session, item, task_id)
             record = self._create(session, item, model, depth + 1, in_background,
                                   resolution.tools, task_id)  # fmt: skip
             records.append(record)
@@ -238,6 +243,7 @@ class TaskManager(TaskScheduler):
                     session, f"this call would start {new} more, so nothing was spawned"
                 )
         self._check_names(session, resolution.items, replayed)
+        self.teams.check(session, resolution.items)
         models = [self._model_name(item, session) for item in resolution.items]
         for name in set(models):
             try:
@@ -402,6 +408,7 @@ class TaskManager(TaskScheduler):
         )
         # a background child has nobody at a terminal waiting on it to ask
         child.can_ask = lambda: not record.background
+        self.teams.equip(record, child)
         if record.depth < self.config.tasks.max_depth:
             # steps too on the DBOS engine: a replayed task call answers what it answered, and
             # one in flight at a crash finds the children it spawned (``_replayed_ids``)
@@ -566,7 +573,24 @@ class TaskManager(TaskScheduler):
         )
         blocks, missing = self.load_skills(record.item.load_skills)
         record.missing_skills = missing
-        return "\n\n".join([preamble, *blocks, record.item.prompt])
+        seat = self.teams.seat(record.id)
+        guidance = (
+            self.teams.guidance(record, self.teams.names(seat.lead, seat.team)) if seat else None
+        )
+        return "\n\n".join(
+            [preamble, *blocks, record.item.prompt, *([guidance] if guidance else [])]
+        )
+
+    # -- teams (kernos.tasks._teams) ---------------------------------------------------------
+    def _before_run(self, record: TaskRecord, session: Session) -> None:
+        self.teams.meter(record, session)
+
+    async def _take_mail(self, record: TaskRecord, ordinal: int) -> str | None:
+        if record.run_key is None:  # the local engine: read in this loop step
+            return self.teams.take(record, ordinal)
+        if self.teams.seats.get(record.id, True) is None:
+            return None  # known to be in no team: no suspension, as before teams
+        return await asyncio.to_thread(self.teams.take, record, ordinal)
 
     def load_skills(self, names: Iterable[str]) -> tuple[list[str], list[str]]:
         """``(skill blocks, missing names)`` for ``load_skills``; a missing skill is no error."""
@@ -643,6 +667,9 @@ class TaskToolset(BaseToolset):
         return self.manager.tools_for(session)
 
     def outstanding(self) -> bool:
+        # between the lead's turns: team mail for it becomes its next turn
+        if self.session is not None and self.manager.teams.deliver_lead(self.session):
+            return True
         return self.manager.outstanding(self.session)
 
     async def wait_change(self) -> None:

@@ -46,6 +46,7 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "load_skills": string_list,
     "run_in_background": boolean_flag,
     "tools": string_list,
+    "team": identifier,
 }
 _ITEM_FIELDS: dict[str, Callable[[Any], Any]] = {
     key: helper for key, helper in _FIELDS.items() if key != "tools"

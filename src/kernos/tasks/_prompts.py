@@ -18,6 +18,15 @@ PROMPT_FILES = (
     "still_running.md",
     "limit_reached.md",
     "not_delivered.md",
+    # teams (kernos.tasks._teams)
+    "team_send.md",
+    "team_status.md",
+    "team_wait.md",
+    "board_add.md",
+    "board_list.md",
+    "board_update.md",
+    "team_guidance.md",
+    "team_mail.md",
 )
 
 

@@ -55,6 +55,7 @@ class TaskItemArgs(BaseModel):
     model: str | None = None
     load_skills: list[str] | None = None
     run_in_background: bool | None = None
+    team: str | None = None
 
 
 class TaskArgs(BaseModel):
@@ -73,6 +74,7 @@ class TaskArgs(BaseModel):
     tools: list[str] | None = None
     run_in_background: bool | None = None
     name: str | None = None
+    team: str | None = None
 
 
 def task_json_schema() -> dict[str, Any]:
@@ -100,6 +102,8 @@ class SpawnItem:
     task_summary: str | None = None
     description: str | None = None
     name: str | None = None
+    #: the team the child joins (``kernos.tasks._teams``): per item, else the top level's
+    team: str | None = None
 
     @property
     def target_kind(self) -> Literal["category", "agent"]:
@@ -429,6 +433,7 @@ def _inherit(item: dict[str, Any], top: dict[str, Any]) -> SpawnItem:
         item.get("task_summary"),
         item.get("description"),
         item.get("name"),
+        item.get("team") or top.get("team"),
     )
 
 
@@ -489,6 +494,7 @@ def resolve_spawn_items(
             top.get("task_summary"),
             top.get("description"),
             top.get("name"),
+            top.get("team"),
         )
         if not _target_ok(item, category_names, agent_names, model_names):
             faults = _target_faults(item, category_names, agent_names, model_names)

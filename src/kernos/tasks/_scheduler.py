@@ -180,6 +180,7 @@ class TaskScheduler:
         # each run (a spawn, a revival) has the whole budget of its target
         budget = self.config.task_budget(record.item.category, record.item.subagent_type)
         session.set_budget(budget)
+        self._before_run(record, session)
         # a run the engine may replay (DBOS resumes it after a crash) keys its events and turns
         replays = getattr(self.engine, "replays", False)
         record.run_key = str(record.run_epoch) if replays else None
@@ -263,10 +264,22 @@ class TaskScheduler:
             if interrupted:  # asked from another process, since the cancel poll last looked
                 record.interrupt = True
                 return None
+        mail = await self._take_mail(record, ordinal)
+        if mail is not None:
+            batch.append(mail)
         queued = session.take_queued()
         if queued is not None:
             batch.append(queued)
         return "\n\n".join(batch) if batch else None
+
+    def _before_run(self, record: TaskRecord, session: Session) -> None:
+        """Called as each run of ``record`` starts, after its budget is set (the manager's
+        team bound)."""
+
+    async def _take_mail(self, record: TaskRecord, ordinal: int) -> str | None:
+        """Other mail ``record``'s run reads after its prompt number ``ordinal`` (team mail,
+        see :mod:`kernos.tasks._teams`); ``None``: none."""
+        return None
 
     def _move(
         self,
@@ -420,6 +433,14 @@ class TaskScheduler:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+
+    def wake(self) -> None:
+        """Wake whoever waits for a change (:meth:`change_event`)."""
+        self._wake()
+
+    def change_event(self) -> asyncio.Event:
+        """Set at the next change (a status, a notice, team mail); take it before checking."""
+        return self._changed
 
     # -- queries -----------------------------------------------------------------------------
     def children(self, session: Session) -> list[TaskRecord]:
