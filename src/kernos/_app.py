@@ -159,6 +159,7 @@ async def agent_session(
         ConfigError: a toolset could not offer its tools (an MCP server that did not start, an
             unknown tool name); the toolsets opened so far are closed first.
     """
+    equip_compaction(runtime)
     session = runtime.session(agent, on_event=on_event, **session_options)
     opened: list[Toolset] = []
     async with AsyncExitStack() as stack:
@@ -177,6 +178,17 @@ async def agent_session(
             log.warning("session %s interrupted; cancelling its tasks", session.session_id)
             await shielded(cancel_toolsets(opened, "the run was interrupted"))
             raise
+
+
+def equip_compaction(runtime: Runtime) -> None:
+    """Give ``runtime`` the compactor its sessions compact with (the compress protocol), unless
+    it has one: ``compact_model`` names are resolved through it."""
+    from kernos.compress import TranscriptCompactor
+
+    if runtime.compactor is None:
+        runtime.compactor = TranscriptCompactor(
+            lambda name: runtime.model(runtime.model_name("main", name))
+        )
 
 
 async def child_tools(

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from inline_snapshot import snapshot
 
 from kernos.runtime import Config
 from kernos.runtime._compaction import (
@@ -99,8 +100,9 @@ def test_a_session_compacts_from_its_threshold_and_never_without_a_window() -> N
 
 def test_the_offline_size_is_calibrated_by_the_providers_last_count() -> None:
     assert calibrated(100, None, None) == 100
-    assert calibrated(100, 50, 60) == 120  # the provider counted 20% more than we did
-    assert calibrated(100, 0, 60) == 100
+    assert calibrated(100, 50, 60) == 110  # the provider's 60, plus 50 more since
+    assert calibrated(100, 50, 0) == 100
+    assert calibrated(10, 50, 30) == 0  # a compacted request: smaller, never negative
 
 
 def test_compaction_settings_resolve_target_then_tasks_then_defaults() -> None:
@@ -161,3 +163,18 @@ def test_a_tool_call_is_never_split_from_its_result(
     called = {c["id"] for m in view for c in m.get("tool_calls") or ()}
     answered = {m["tool_call_id"] for m in view if m["role"] == "tool"}
     assert called == answered  # every call sent has its result, every result its call
+
+
+def test_model_facing_text_sizes_are_pinned() -> None:
+    from kernos.compress._tools import read_text
+    from kernos.runtime._compaction import _template
+
+    sizes = {
+        "compaction_summary.md": len(_template()),
+        "compact.md": len(read_text("compact.md")),
+        "compact_request.md": len(read_text("compact_request.md")),
+    }
+    print(sizes)
+    assert sizes == snapshot(
+        {"compaction_summary.md": 417, "compact.md": 2549, "compact_request.md": 536}
+    )

@@ -27,6 +27,9 @@ if typing.TYPE_CHECKING:
         is_claude_tool,
         map_claude_tools,
     )
+    from kernos.runtime._compacting import CompactionStep, Compactor, CompactOutcome
+    from kernos.runtime._compaction import CompactSettings, Summary
+    from kernos.runtime._compaction_store import compactions, latest_summary
     from kernos.runtime._config import (
         KERNOS_TOOLS,
         NO_MODEL_MESSAGE,
@@ -136,6 +139,10 @@ __all__ = [
     "Cancellable",
     "CassetteError",
     "CategoryConfig",
+    "CompactOutcome",
+    "CompactSettings",
+    "CompactionStep",
+    "Compactor",
     "Config",
     "ConfigError",
     "EmptyAnswers",
@@ -161,6 +168,7 @@ __all__ = [
     "StaticToolset",
     "Store",
     "StoreError",
+    "Summary",
     "TasksConfig",
     "ToolConfig",
     "Toolset",
@@ -175,6 +183,7 @@ __all__ = [
     "cancel_toolsets",
     "claude_tool_equivalent",
     "claude_tool_instead",
+    "compactions",
     "config_file",
     "config_reference",
     "cost_text",
@@ -193,6 +202,7 @@ __all__ = [
     "known_secrets",
     "latest_message_text",
     "latest_session",
+    "latest_summary",
     "list_sessions",
     "load_config",
     "load_config_problems",

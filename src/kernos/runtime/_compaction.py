@@ -201,11 +201,13 @@ def request_size(messages: Sequence[Message], tools: str, count: Callable[[str],
 
 
 def calibrated(size: int, last_counted: int | None, last_reported: int | None) -> int:
-    """``size`` scaled by how the provider's last reported prompt tokens compare with what was
-    counted offline for that request (unscaled when either is unknown)."""
-    if not last_counted or not last_reported:
+    """The provider's own count of the last request (``last_reported`` prompt tokens) plus what
+    changed since, counted offline (``size - last_counted``): the offline count's error on what
+    was already sent (a provider's template, its tool encoding) does not grow with the session.
+    ``size`` itself when either is unknown."""
+    if last_counted is None or not last_reported:
         return size
-    return math.ceil(size * last_reported / last_counted)
+    return max(0, last_reported + size - last_counted)
 
 
 def needs_compaction(size: int, settings: CompactSettings | None) -> bool:

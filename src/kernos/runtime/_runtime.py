@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from kernos.boundary import ToolSpec
+    from kernos.runtime._compacting import Compactor
     from kernos.runtime._session import Session, SessionEvent
 
 
@@ -40,6 +41,9 @@ class Runtime:
         self._store: Store | None = None
         self._models: dict[str, Model] = {}
         self._recorded: list[dict[str, Any]] = []
+        #: what writes compaction summaries (set by kernos._app: the compress protocol); ``None``:
+        #: sessions never compact
+        self.compactor: Compactor | None = None
 
     @classmethod
     def open(
@@ -155,6 +159,7 @@ class Runtime:
             stream=stream,
             empty_retries=self.config.empty_retries(model_name),
         )
+        session.set_compaction(self.config.compaction(model_name, agent=agent), self.compactor)
         if record_turns:  # a top-level session: `kernos sessions` lists it, `run --session` too
             record_session(self.store, session.session_id, agent, model_name)
         session.set_budget(self.config.agent_budget(agent))  # its timeout caps `kernos run`

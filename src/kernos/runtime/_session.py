@@ -31,6 +31,9 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._chat import inner_layer
 from kernos.runtime._clean import clean_model, clean_response, cut_off_calls
+from kernos.runtime._compacting import Compacted, CompactionStep, Compactor
+from kernos.runtime._compaction import CompactSettings, Summary
+from kernos.runtime._compaction_store import latest_summary
 from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._foreign import has_foreign_tools, tool_results_note
 from kernos.runtime._lean import EMPTY_RETRIES, LeanLoop, lean_model_for, usage_responses
@@ -155,6 +158,10 @@ class Session:
         self._calls_keyed = 0
         #: where the current pydantic-ai prompt's messages start in the history
         self._before = 0
+        #: compaction (runtime/_compacting.py): the step, when the model declares a window, and
+        #: the approved summary the model is sent instead of the turns it covers
+        self.compacting: CompactionStep | None = None
+        self.summary: Summary | None = None
         lean = lean_model_for(model, engine)
         self._lean = None if lean is None else LeanLoop(self, lean)
         self._toolset = KernosToolset(self, self._results.__setitem__)
@@ -199,6 +206,31 @@ class Session:
             self._history = value
         else:
             self._lean.history = value
+        if self.store is not None:  # a resumed session is sent its compacted view
+            self.summary = latest_summary(self.store, self.session_id)
+
+    # -- compaction -------------------------------------------------------------------------
+    def set_compaction(self, settings: CompactSettings | None, compactor: Compactor | None) -> None:
+        """Compact this session's middle turns before a request that crosses ``settings``'s
+        threshold, through ``compactor`` (``None`` for either: never automatically). Only the
+        lean engine compacts; on pydantic-ai this does nothing."""
+        if settings is None or compactor is None or self._lean is None:
+            self.compacting = None
+        else:
+            self.compacting = CompactionStep(self, settings, compactor)
+
+    async def compact(self) -> Compacted | None:
+        """Compact now, whatever the request's size (``kernos sessions compact``); ``None``: no
+        turn to compact.
+
+        Raises:
+            ContextExhausted: the summary was not approved.
+            ValueError: the session has no compaction step (:meth:`set_compaction`).
+        """
+        if self.compacting is None or self._lean is None:
+            raise ValueError("this session cannot compact: no compactor was set")
+        async with self._lock:
+            return await self.compacting.before_request(self._lean, force=True)
 
     # -- budget -----------------------------------------------------------------------------
     def set_budget(self, budget: Budget | None) -> None:

@@ -388,6 +388,12 @@ class TaskManager(TaskScheduler):
             repeat_limit=self.config.tasks.repeat_limit,
             empty_retries=self.config.empty_retries(record.model_name),
         )
+        child.set_compaction(  # runtime/_compacting.py
+            self.config.compaction(
+                record.model_name, record.item.category, record.item.subagent_type
+            ),
+            self.runtime.compactor,
+        )
         if record.depth < self.config.tasks.max_depth:
             # steps too on the DBOS engine: a replayed task call answers what it answered, and
             # one in flight at a crash finds the children it spawned (``_replayed_ids``)

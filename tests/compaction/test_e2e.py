@@ -1,0 +1,159 @@
+"""Compaction end to end, through the CLI and the fake model server playing both the working
+model and the compressor (runtime/_compacting.py, compress/_compact.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests.cli.test_run import kernos
+
+COMPACTOR = "Compacting an agent's session"
+SUMMARY = "I read a.txt and b.txt for the user; both list words. Next: read c.txt."
+LOSS = {"content": "the words of a.txt and b.txt", "reason": "they can be read again"}
+
+
+def compactor(request: dict[str, Any]) -> bool:
+    first = request["messages"][0]
+    return first["role"] == "system" and COMPACTOR in str(first["content"])
+
+
+def worker(request: dict[str, Any]) -> bool:
+    return not compactor(request)
+
+
+def words(seed: int, count: int = 400) -> str:
+    pick = random.Random(seed)
+    said = [
+        "".join(pick.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(pick.randint(3, 9)))
+        for _ in range(count)
+    ]
+    return "\n".join(" ".join(said[i : i + 10]) for i in range(0, count, 10))
+
+
+def project(tmp_path: Path, *, rounds_ok: bool = True) -> None:
+    (tmp_path / "kernos.toml").write_text(
+        '[models.small]\nmodel = "openai-chat:x"\ncontext_window = 3500\n\n'
+        "[tasks]\nkeep_turns = 1\n\n"
+        '[agents.main]\ntools = ["read_file"]\n'
+    )
+    for seed, name in enumerate(("a.txt", "b.txt", "c.txt")):
+        (tmp_path / name).write_text(f"FILE {name}\n" + words(seed) + "\n")
+
+
+def sent_texts(request: dict[str, Any]) -> str:
+    return json.dumps(request["messages"], ensure_ascii=False)
+
+
+def test_a_session_that_crosses_the_threshold_is_sent_the_summary(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    project(tmp_path)
+    server.script(
+        tool_call("read_file", {"path": "a.txt"}, when=worker),
+        tool_call("read_file", {"path": "b.txt"}, when=worker),
+        tool_call("read_file", {"path": "c.txt"}, when=worker),
+        text("All three read.", when=worker),
+        tool_call("rewrite", {"text": SUMMARY, "losses": [LOSS]}, when=compactor),
+        text("Draft submitted.", when=compactor),
+        tool_call("approve", {"verdict": "keeps the task and what is next"}, when=compactor),
+    )
+    run = kernos("run", "read a, b and c", "-m", "small", "--json", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    session_id = json.loads(run.stdout)["session_id"]
+    server.assert_all_consumed()
+    work = [r for r in server.requests if worker(r)]
+    last = sent_texts(work[-1])
+    assert "summary of turns 1–2" in last and SUMMARY in last
+    assert "the words of a.txt and b.txt" in last  # the declared loss is named to the model
+    assert "FILE a.txt" not in last and "FILE b.txt" not in last  # the old turns are not sent
+    assert "FILE c.txt" in last  # the kept turn is
+    first, summary = work[-1]["messages"][:2]
+    assert first == {"role": "user", "content": "read a, b and c"}  # the head is kept
+    assert summary["role"] == "user" and SUMMARY in summary["content"]
+    # the store still has every original turn
+    turns = (
+        sqlite3.connect(tmp_path / ".kernos" / "kernos.db")
+        .execute(
+            "SELECT tool_results FROM turns WHERE session_id = ? AND role = 'tool'", (session_id,)
+        )
+        .fetchall()
+    )
+    assert len(turns) == 3 and "FILE a.txt" in turns[0][0]
+
+
+def last_is(role: str) -> Any:
+    def check(request: dict[str, Any]) -> bool:
+        return compactor(request) and request["messages"][-1]["role"] == role
+
+    check.__name__ = f"compactor_after_{role}"
+    return check
+
+
+def test_a_compressor_that_never_approves_stops_the_session_context_exhausted(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    project(tmp_path)
+    server.script(
+        tool_call("read_file", {"path": "a.txt"}, when=worker),
+        tool_call("read_file", {"path": "b.txt"}, when=worker),
+        tool_call("read_file", {"path": "c.txt"}, when=worker),
+        text("never sent", when=worker),
+        tool_call("rewrite", {"text": SUMMARY, "losses": []}, when=last_is("user"), repeat=True),
+        text("Rewritten.", when=last_is("tool"), repeat=True),
+    )
+    run = kernos("run", "read a, b and c", "-m", "small", "--json", cwd=tmp_path, env=server.env())
+    assert run.returncode == 1
+    error = json.loads(run.stdout)["error"]
+    assert error.startswith("the run failed: context_exhausted: ")
+    assert "compacting turns 1–2" in error and "unapproved after 4 draft(s)" in error
+    assert len([r for r in server.requests if worker(r)]) == 3  # the 4th request never went out
+    session_id = json.loads(run.stdout)["session_id"]
+    (row,) = (
+        sqlite3.connect(tmp_path / ".kernos" / "kernos.db")
+        .execute(
+            "SELECT status, drafts, summary FROM compactions WHERE session_id = ?", (session_id,)
+        )
+        .fetchall()
+    )
+    assert row == ("unapproved", 4, None)
+
+
+def test_a_child_compacts_and_its_parent_hears_it(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    project(tmp_path)
+    toml = tmp_path / "kernos.toml"
+    toml.write_text(
+        toml.read_text().replace('[agents.main]\ntools = ["read_file"]\n', "")
+        + '\n[agents.reader]\ndescription = "Reads files"\ntools = ["read_file"]\n'
+        + 'model = "small"\n'
+    )
+
+    def child(request: dict[str, Any]) -> bool:
+        prompts = [m for m in request["messages"] if m["role"] == "user"]
+        return worker(request) and "TASK: read" in str(prompts[0]["content"])
+
+    def parent(request: dict[str, Any]) -> bool:
+        return worker(request) and not child(request)
+
+    server.script(
+        tool_call("task", {"prompt": "TASK: read a, b, c", "subagent_type": "reader"}, when=parent),
+        tool_call("read_file", {"path": "a.txt"}, when=child),
+        tool_call("read_file", {"path": "b.txt"}, when=child),
+        tool_call("read_file", {"path": "c.txt"}, when=child),
+        text("child done", when=child),
+        text("Parent done.", when=parent),
+        tool_call("rewrite", {"text": SUMMARY, "losses": [LOSS]}, when=compactor),
+        text("Draft submitted.", when=compactor),
+        tool_call("approve", {"verdict": "keeps the task and what is next"}, when=compactor),
+    )
+    run = kernos("run", "delegate", "-m", "small", "--json", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    server.assert_all_consumed()
+    (task_id,) = [c["id"] for c in json.loads(run.stdout)["children"]]
+    last_child = [r for r in server.requests if child(r)][-1]
+    assert SUMMARY in sent_texts(last_child) and "FILE a.txt" not in sent_texts(last_child)
+    assert task_id.startswith("t_")
