@@ -84,6 +84,10 @@ def test_a_session_that_crosses_the_threshold_is_sent_the_summary(
         .fetchall()
     )
     assert len(turns) == 3 and "FILE a.txt" in turns[0][0]
+    # the summary's requests are counted apart
+    usage = json.loads(kernos("usage", "--by", "agent", "--json", cwd=tmp_path).stdout)
+    requests = {g["agent"]: g["requests"] for g in usage["groups"]}
+    assert requests == {"main": 4, "compact": 3}
 
 
 def last_is(role: str) -> Any:
@@ -157,3 +161,18 @@ def test_a_child_compacts_and_its_parent_hears_it(server: FakeOpenAIServer, tmp_
     last_child = [r for r in server.requests if child(r)][-1]
     assert SUMMARY in sent_texts(last_child) and "FILE a.txt" not in sent_texts(last_child)
     assert task_id.startswith("t_")
+    notice = sent_texts([r for r in server.requests if parent(r)][-1])
+    assert "compacted 1×; 1 declared loss" in notice
+
+    shown = kernos("sessions", "show", task_id, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "FILE a.txt" in shown.stdout  # the store still has the original turns
+    assert "[compaction] turns 1–2" in shown.stdout
+    assert "- the words of a.txt and b.txt" in shown.stdout
+    document = json.loads(kernos("sessions", "show", task_id, "--json", cwd=tmp_path).stdout)
+    (compaction,) = document["compactions"]
+    assert compaction["losses"] == [LOSS] and compaction["status"] == "approved"
+    assert 0 < compaction["ratio"] < 1
+
+    output = kernos("tasks", "output", task_id, cwd=tmp_path)
+    assert "[compaction] turns 1–2" in output.stdout

@@ -47,6 +47,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "still_running.md": 291,
             "limit_reached.md": 109,
             "not_delivered.md": 299,
+            "compacted.md": 130,
             "task description (rendered, test config)": 1567,
         }
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,25 +41,33 @@ def register(app: typer.Typer) -> None:
 
     @group.command("show")
     def show_command(
-        session_id: Annotated[str, typer.Argument(help="A session id (s_…).")],
+        session_id: Annotated[
+            str, typer.Argument(help="A session id (s_…), or a task id (t_…): its child's session.")
+        ],
         config: ConfigOption = None,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
-        """A session's transcript (turns, tool calls and results), then the tasks it spawned."""
+        """A session's transcript (turns, tool calls and results), its compactions with each
+        declared loss, then the tasks it spawned."""
         from kernos.cli.tasks import task_record
-        from kernos.runtime import get_session, session_events
-        from kernos.tasks import TaskStore, render_event
+        from kernos.runtime import compaction_text, compactions, get_session, session_events
+        from kernos.tasks import TaskStore, child_session_row, render_event
 
         runtime = open_runtime(config, store=True)
         try:
             with config_errors():
                 row = get_session(runtime.store, session_id)
+                if row is None and session_id.startswith("t_"):
+                    row = child_session_row(TaskStore(runtime.store), session_id)
                 if row is None:
                     raise fail(
                         f"there is no session {session_id} in this store ({runtime.home}); "
                         "`kernos sessions` lists them"
                     )
-                events = session_events(runtime.store.turns(session_id))
+                session_id = row["id"]
+                turns = runtime.store.turns(session_id)
+                events = session_events(turns)
+                compacted = compactions(runtime.store, session_id)
                 children = TaskStore(runtime.store).children(session_id)
         finally:
             runtime.close()
@@ -70,11 +78,13 @@ def register(app: typer.Typer) -> None:
                     {"type": kind, "text": render_event(kind, payload), "payload": payload}
                     for kind, payload in events
                 ],
+                "compactions": [_compaction_json(c) for c in compacted],
                 "children": [task_record(child) for child in children],
             }
             write_stdout(json.dumps(document, ensure_ascii=False, default=str))
             return
         lines = [line for kind, payload in events for line in _lines(render_event(kind, payload))]
+        lines += [line for c in compacted for line in _lines(compaction_text(c))]
         lines += [
             f"[task] {c['id']} {c['status']} {c['target_kind']}:{c['target']} — {c['label']}"
             for c in children
@@ -82,6 +92,17 @@ def register(app: typer.Typer) -> None:
         write_stdout("\n".join(lines) if lines else "(no turns)")
 
     app.add_typer(group, name="sessions")
+
+
+#: the keys of each compaction in ``show --json``
+COMPACTION_KEYS = (
+    "first_turn", "last_turn", "status", "tokens_before", "tokens_after", "ratio", "model",
+    "drafts", "losses", "verdict", "reason", "created_at",
+)  # fmt: skip
+
+
+def _compaction_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: row.get(key) for key in COMPACTION_KEYS}
 
 
 def _lines(text: str) -> list[str]:

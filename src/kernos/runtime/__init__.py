@@ -29,7 +29,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._compacting import CompactionStep, Compactor, CompactOutcome
     from kernos.runtime._compaction import CompactSettings, Summary
-    from kernos.runtime._compaction_store import compactions, latest_summary
+    from kernos.runtime._compaction_store import compaction_text, compactions, latest_summary
     from kernos.runtime._config import (
         KERNOS_TOOLS,
         NO_MODEL_MESSAGE,
@@ -183,6 +183,7 @@ __all__ = [
     "cancel_toolsets",
     "claude_tool_equivalent",
     "claude_tool_instead",
+    "compaction_text",
     "compactions",
     "config_file",
     "config_reference",

@@ -97,3 +97,29 @@ def latest_summary(store: Store, session_id: str) -> Summary | None:
     row = rows[-1]
     losses = tuple((str(x.get("content", "")), str(x.get("reason", ""))) for x in row["losses"])
     return Summary(row["first_turn"], row["last_turn"], row["summary"] or "", losses)
+
+
+def compaction_text(row: dict[str, Any]) -> str:
+    """One compaction as transcript text (``kernos sessions show``, ``kernos tasks output``):
+    its turns, sizes, ratio, verdict and each declared loss. ``row`` is a :func:`compactions`
+    row or a ``compaction`` event's payload (its sizes under ``before`` and ``after``)."""
+    before = _count(row.get("tokens_before", row.get("before")))
+    after = _count(row.get("tokens_after", row.get("after")))
+    losses = list(row.get("losses") or [])
+    sizes = f"{before} → {after} tokens ({(before - after) / before:.1%} smaller)"
+    head = (
+        f"[compaction] turns {row.get('first_turn')}–{row.get('last_turn')}: "
+        f"{row.get('status')}, "
+        + (sizes if after and before else f"{before} tokens")
+        + f", {row.get('drafts', 0)} draft(s) by {row.get('model') or '?'}, "
+        f"{len(losses)} declared loss(es)"
+    )
+    lines = [head]
+    for loss in losses:
+        lines.append(f"  - {loss.get('content', '')}")
+        lines.append(f"    because: {loss.get('reason', '')}")
+    return "\n".join(lines)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -32,7 +32,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
     from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
-    from kernos.tasks._store import MIGRATIONS, TaskStore, render_event
+    from kernos.tasks._store import MIGRATIONS, TaskStore, child_session_row, render_event
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
     from kernos.tasks._worker_lines import ended_line, took_line
 
@@ -60,6 +60,7 @@ __all__ = [
     "TaskToolset",
     "build_task_description",
     "can_move",
+    "child_session_row",
     "clamp_task_summary",
     "crash_mode",
     "ended_line",

@@ -18,6 +18,7 @@ PROMPT_FILES = (
     "still_running.md",
     "limit_reached.md",
     "not_delivered.md",
+    "compacted.md",
 )
 
 

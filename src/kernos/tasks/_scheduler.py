@@ -94,6 +94,16 @@ class TaskRecord:
         return (self.finished_at or time.time()) - self.started_at
 
 
+def compaction_note(record: TaskRecord) -> str:
+    """``compacted N×; M declared losses`` for a child whose session compacted (runtime/
+    _compacting.py) in this process; ``""`` when it did not."""
+    step = record.session.compacting if record.session is not None else None
+    if step is None or not step.done:
+        return ""
+    losses = sum(c.losses for c in step.done)
+    return prompt_text("compacted.md").format(count=len(step.done), losses=losses)
+
+
 class TaskScheduler:
     """Runs the children of one runtime under per-model limits and wakes their parents.
 
@@ -333,6 +343,16 @@ class TaskScheduler:
                 {"name": data.get("name"), "repairs": repairs_data(data["repairs"])},
                 data.get("call_id"),
             )
+        elif event.kind == "compaction":  # where the child's context was compacted
+            keys = ("first_turn", "last_turn", "status", "model", "drafts")
+            payload = {key: data.get(key) for key in keys}
+            # sizes under keys the store's scrubber does not read as secrets ("token")
+            payload.update(
+                before=data.get("tokens_before"),
+                after=data.get("tokens_after"),
+                losses=data.get("losses") or [],
+            )
+            self._child_event(record, "compaction", payload)
         elif event.kind == "tool_result":
             result = data.get("result")
             self._child_event(
@@ -375,13 +395,15 @@ class TaskScheduler:
     def notice(self, record: TaskRecord) -> str:
         """The completion notice for ``record``'s latest run."""
         body = record.error if record.status != TaskStatus.COMPLETED else record.final_text
-        return prompt_text("completion_notice.md").format(
+        text = prompt_text("completion_notice.md").format(
             name=record.name or "-",
             task_id=record.id,
             status=record.status,
             duration=f"{record.duration:.1f}s",
             result=json.dumps((body or "")[:NOTICE_RESULT_CHARS], ensure_ascii=False),
         )
+        note = compaction_note(record)
+        return f"{text}\n{note}" if note else text
 
     def _notify(self, record: TaskRecord) -> None:
         parent = record.parent
