@@ -176,3 +176,75 @@ def test_a_child_compacts_and_its_parent_hears_it(server: FakeOpenAIServer, tmp_
 
     output = kernos("tasks", "output", task_id, cwd=tmp_path)
     assert "[compaction] turns 1–2" in output.stdout
+
+
+def approving() -> tuple[Any, ...]:
+    return (
+        tool_call("rewrite", {"text": SUMMARY, "losses": [LOSS]}, when=compactor),
+        text("Draft submitted.", when=compactor),
+        tool_call("approve", {"verdict": "keeps the task and what is next"}, when=compactor),
+    )
+
+
+def three_reads() -> tuple[Any, ...]:
+    return (
+        tool_call("read_file", {"path": "a.txt"}, when=worker),
+        tool_call("read_file", {"path": "b.txt"}, when=worker),
+        tool_call("read_file", {"path": "c.txt"}, when=worker),
+        text("All three read.", when=worker),
+    )
+
+
+def no_window(tmp_path: Path) -> None:
+    project(tmp_path)
+    toml = tmp_path / "kernos.toml"
+    toml.write_text(toml.read_text().replace("context_window = 3500\n", ""))
+
+
+def test_sessions_compact_by_hand_and_a_continued_session_reads_the_summary(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    no_window(tmp_path)  # by hand: no window needed
+    server.script(*three_reads())
+    run = kernos("run", "read a, b and c", "-m", "small", "--json", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    session_id = json.loads(run.stdout)["session_id"]
+    assert not [r for r in server.requests if compactor(r)]  # never automatic without a window
+
+    server.script(*approving())
+    done = kernos("sessions", "compact", session_id, cwd=tmp_path, env=server.env())
+    assert done.returncode == 0, done.stderr
+    # keep_turns = 1 of 4 turns: turns 1-3 are summarised (the 4th, the answer, stays)
+    assert f"session {session_id}: compacted turns 1–3, " in done.stderr
+    assert "1 declared loss(es)" in done.stderr
+    shown = kernos("sessions", "show", session_id, cwd=tmp_path).stdout
+    assert "[compaction] turns 1–3: approved" in shown and "FILE a.txt" in shown
+
+    server.script(text("Next done.", when=worker))
+    again = kernos("run", "--continue", "next", "-m", "small", cwd=tmp_path, env=server.env())
+    assert again.returncode == 0, again.stderr
+    sent = sent_texts(server.requests[-1])
+    assert SUMMARY in sent and "FILE a.txt" not in sent and "All three read." in sent
+
+
+def test_run_continue_compact_compacts_before_the_prompt(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    no_window(tmp_path)
+    server.script(*three_reads())
+    run = kernos("run", "read a, b and c", "-m", "small", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    server.script(*approving(), text("Next done.", when=worker))
+    again = kernos(
+        "run", "--continue", "--compact", "next", "-m", "small", cwd=tmp_path, env=server.env()
+    )
+    assert again.returncode == 0, again.stderr
+    server.assert_all_consumed()
+    sent = sent_texts(server.requests[-1])
+    assert "summary of turns 1–3" in sent and "FILE b.txt" not in sent
+
+
+def test_compact_needs_a_continued_session(tmp_path: Path) -> None:
+    result = kernos("run", "--compact", "next", "-m", "openai-chat:x", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--compact compacts a continued session" in result.stderr

@@ -9,7 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from kernos.cli._common import ConfigOption, config_errors, fail, open_runtime, write_stdout
+from kernos.cli._common import (
+    ConfigOption,
+    config_errors,
+    err,
+    fail,
+    open_runtime,
+    write_stdout,
+)
 from kernos.cli._table import age, count, one_line, table
 
 #: the keys of each session in ``--json`` (stable; times are seconds since the epoch)
@@ -90,6 +97,41 @@ def register(app: typer.Typer) -> None:
             for c in children
         ]
         write_stdout("\n".join(lines) if lines else "(no turns)")
+
+    @group.command("compact")
+    def compact_command(
+        session_id: Annotated[str, typer.Argument(help="A session id (s_…).")],
+        config: ConfigOption = None,
+    ) -> None:
+        """Compact a session now: its middle turns become one approved summary with declared
+        losses (the first prompt and the last keep_turns turns stay); the store keeps them."""
+        import asyncio
+
+        from kernos._app import compact_session
+        from kernos.errors import ContextExhausted
+
+        runtime = open_runtime(config, store=True)
+        try:
+            with config_errors():
+                done = asyncio.run(compact_session(runtime, session_id))
+        except ContextExhausted as exc:
+            raise fail(str(exc), 1) from None
+        finally:
+            runtime.close()
+        if done is None:
+            err.print(
+                f"session {session_id}: no turn to compact (the first prompt and the last "
+                "keep_turns turns stay as they are)",
+                markup=False,
+            )
+            return
+        saved = (done.tokens_before - done.tokens_after) / done.tokens_before
+        err.print(
+            f"session {session_id}: compacted turns {done.first_turn}–{done.last_turn}, "
+            f"{done.tokens_before} → {done.tokens_after} tokens ({saved:.1%} smaller), "
+            f"{done.losses} declared loss(es); `kernos sessions show {session_id}` lists them",
+            markup=False,
+        )
 
     app.add_typer(group, name="sessions")
 

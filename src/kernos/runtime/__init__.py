@@ -27,7 +27,7 @@ if typing.TYPE_CHECKING:
         is_claude_tool,
         map_claude_tools,
     )
-    from kernos.runtime._compacting import CompactionStep, Compactor, CompactOutcome
+    from kernos.runtime._compacting import Compacted, CompactionStep, Compactor, CompactOutcome
     from kernos.runtime._compaction import CompactSettings, Summary
     from kernos.runtime._compaction_store import compaction_text, compactions, latest_summary
     from kernos.runtime._config import (
@@ -141,6 +141,7 @@ __all__ = [
     "CategoryConfig",
     "CompactOutcome",
     "CompactSettings",
+    "Compacted",
     "CompactionStep",
     "Compactor",
     "Config",

@@ -511,13 +511,20 @@ class Config(_Strict):
         return pick_budget(self.tasks, target, fallback=CHILD_DEFAULTS)
 
     def compaction(
-        self, model: str, category: str | None = None, agent: str | None = None
+        self,
+        model: str,
+        category: str | None = None,
+        agent: str | None = None,
+        *,
+        manual: bool = False,
     ) -> CompactSettings | None:
         """How a session on ``model`` as ``category`` or ``agent`` compacts: the target's own
         keys, else ``[tasks]``, else the defaults; ``None`` when the model declares no
-        ``context_window`` (no automatic compaction)."""
+        ``context_window`` (no automatic compaction), unless ``manual`` (compaction by hand:
+        window 0 when none is known)."""
         alias = self.models.get(model)
-        if alias is None or alias.context_window is None:
+        window = alias.context_window if alias is not None else None
+        if window is None and not manual:
             return None
         target: _Budgeted | None = None
         if category is not None:
@@ -534,7 +541,7 @@ class Config(_Strict):
 
         at, keep = pick("compact_at"), pick("keep_turns")
         return CompactSettings(
-            window=alias.context_window,
+            window=window or 0,
             at=COMPACT_AT if at is None else at,
             keep_turns=KEEP_TURNS if keep is None else keep,
             model=pick("compact_model"),
