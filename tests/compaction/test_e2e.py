@@ -248,3 +248,46 @@ def test_compact_needs_a_continued_session(tmp_path: Path) -> None:
     result = kernos("run", "--compact", "next", "-m", "openai-chat:x", cwd=tmp_path)
     assert result.returncode == 2
     assert "--compact compacts a continued session" in result.stderr
+
+
+def test_a_revived_child_is_sent_its_summary_not_the_turns_it_covers(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    project(tmp_path)
+    toml = tmp_path / "kernos.toml"
+    toml.write_text(
+        toml.read_text().replace('[agents.main]\ntools = ["read_file"]\n', "")
+        + '\n[agents.reader]\ndescription = "Reads files"\ntools = ["read_file"]\n'
+    )
+
+    def child(request: dict[str, Any]) -> bool:
+        prompts = [m for m in request["messages"] if m["role"] == "user"]
+        return worker(request) and "TASK: read" in str(prompts[0]["content"])
+
+    def parent(request: dict[str, Any]) -> bool:
+        return worker(request) and not child(request)
+
+    def revived(request: dict[str, Any]) -> bool:
+        return child(request) and "TASK: again" in sent_texts(request)
+
+    server.script(
+        tool_call(
+            "task",
+            {"prompt": "TASK: read a, b, c", "subagent_type": "reader", "name": "reader1"},
+            when=parent,
+        ),
+        text("Answer the revived child.", when=revived),
+        tool_call("read_file", {"path": "a.txt"}, when=child),
+        tool_call("read_file", {"path": "b.txt"}, when=child),
+        tool_call("read_file", {"path": "c.txt"}, when=child),
+        text("child done", when=child),
+        tool_call("task_send", {"to": "reader1", "message": "TASK: again"}, when=parent),
+        text("Parent done.", when=parent),
+        text("Heard the revived child.", when=parent),
+        *approving(),
+    )
+    run = kernos("run", "delegate", "-m", "small", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    server.assert_all_consumed()
+    (last,) = [r for r in server.requests if revived(r)]
+    assert SUMMARY in sent_texts(last) and "FILE a.txt" not in sent_texts(last)
