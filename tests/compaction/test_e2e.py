@@ -291,3 +291,25 @@ def test_a_revived_child_is_sent_its_summary_not_the_turns_it_covers(
     server.assert_all_consumed()
     (last,) = [r for r in server.requests if revived(r)]
     assert SUMMARY in sent_texts(last) and "FILE a.txt" not in sent_texts(last)
+
+
+def test_compact_model_writes_the_summary(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    no_window(tmp_path)
+    toml = tmp_path / "kernos.toml"
+    toml.write_text(
+        toml.read_text().replace("keep_turns = 1\n", 'keep_turns = 1\ncompact_model = "cheap"\n')
+        + '\n[models.cheap]\nmodel = "openai-chat:y"\n'
+    )
+    server.script(*three_reads())
+    run = kernos("run", "read a, b and c", "-m", "small", "--json", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    session_id = json.loads(run.stdout)["session_id"]
+    server.script(*approving())
+    done = kernos("sessions", "compact", session_id, cwd=tmp_path, env=server.env())
+    assert done.returncode == 0, done.stderr
+    assert {r["model"] for r in server.requests if compactor(r)} == {"y"}
+    assert {r["model"] for r in server.requests if worker(r)} == {"x"}
+    (compaction,) = json.loads(
+        kernos("sessions", "show", session_id, "--json", cwd=tmp_path).stdout
+    )["compactions"]
+    assert compaction["model"] == "y" and compaction["drafts"] == 1
