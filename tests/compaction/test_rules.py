@@ -178,3 +178,54 @@ def test_model_facing_text_sizes_are_pinned() -> None:
     assert sizes == snapshot(
         {"compaction_summary.md": 417, "compact.md": 2549, "compact_request.md": 536}
     )
+
+
+def as_model_messages(messages: list[dict[str, Any]]) -> list[Any]:
+    """Wire dicts as pydantic-ai keeps them: tool results and prompts that follow an answer in
+    one request."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    out: list[Any] = []
+    parts: list[Any] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        if message["role"] == "assistant":
+            if parts:
+                out.append(ModelRequest(parts=parts))
+                parts = []
+            said: list[Any] = [TextPart(message["content"])] if message["content"] else []
+            for call in message.get("tool_calls") or ():
+                names[call["id"]] = call["function"]["name"]
+                said.append(ToolCallPart(call["function"]["name"], "{}", call["id"]))
+            out.append(ModelResponse(parts=said))
+        elif message["role"] == "tool":
+            call = message["tool_call_id"]
+            parts.append(ToolReturnPart(names[call], message["content"], tool_call_id=call))
+        else:
+            parts.append(UserPromptPart(message["content"]))
+    if parts:
+        out.append(ModelRequest(parts=parts))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.integers(0, 6))
+def test_the_pydantic_ai_view_is_the_lean_view(messages: list[dict[str, Any]], keep: int) -> None:
+    from kernos.runtime._compacting import compacted_messages
+    from kernos.runtime._lean import from_model_messages
+
+    span = span_to_compact(messages, keep_turns=keep)
+    if span is None:
+        return
+    summary = Summary(1, span.last_turn, "s", (("x", "y"),))
+    model_messages = as_model_messages(messages)
+    lean, _ = from_model_messages(model_messages)
+    pydantic, _ = from_model_messages(compacted_messages(model_messages, summary))
+    assert pydantic == compacted_view(lean, summary)
