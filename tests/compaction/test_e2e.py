@@ -313,3 +313,37 @@ def test_compact_model_writes_the_summary(server: FakeOpenAIServer, tmp_path: Pa
         kernos("sessions", "show", session_id, "--json", cwd=tmp_path).stdout
     )["compactions"]
     assert compaction["model"] == "y" and compaction["drafts"] == 1
+
+
+def test_a_child_whose_compaction_is_not_approved_ends_context_exhausted(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    project(tmp_path)
+    toml = tmp_path / "kernos.toml"
+    toml.write_text(
+        toml.read_text().replace('[agents.main]\ntools = ["read_file"]\n', "")
+        + '\n[agents.reader]\ndescription = "Reads files"\ntools = ["read_file"]\n'
+    )
+
+    def child(request: dict[str, Any]) -> bool:
+        prompts = [m for m in request["messages"] if m["role"] == "user"]
+        return worker(request) and "TASK: read" in str(prompts[0]["content"])
+
+    def parent(request: dict[str, Any]) -> bool:
+        return worker(request) and not child(request)
+
+    server.script(
+        tool_call("task", {"prompt": "TASK: read a, b, c", "subagent_type": "reader"}, when=parent),
+        tool_call("read_file", {"path": "a.txt"}, when=child),
+        tool_call("read_file", {"path": "b.txt"}, when=child),
+        tool_call("read_file", {"path": "c.txt"}, when=child),
+        text("The child ran out of context.", when=parent),
+        tool_call("rewrite", {"text": SUMMARY, "losses": []}, when=last_is("user"), repeat=True),
+        text("Rewritten.", when=last_is("tool"), repeat=True),
+    )
+    run = kernos("run", "delegate", "-m", "small", "--json", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    (task,) = json.loads(run.stdout)["children"]
+    assert task["status"] == "error" and task["error"].startswith("context_exhausted: ")
+    told = sent_texts([r for r in server.requests if parent(r)][-1])
+    assert "context_exhausted: " in told and "compacting turns 1–2" in told

@@ -1,10 +1,12 @@
-"""Compaction as a step of the session loop (the lean engine): right before a model request, the
-request is measured; past ``compact_at`` of the window, the middle turns are summarised by the
-session's :class:`Compactor` (the compress protocol, supplied from above: runtime does not know
-it) and the model is sent the summary instead of them. The lean loop keeps every message (the
-store records them all); only what is sent changes (:func:`~kernos.runtime._compaction.
-compacted_view`). A compaction that is not approved stops the session with
-:class:`~kernos.errors.ContextExhausted`: never a silent truncation.
+"""Compaction as a step of the session loop, written once for both engines: right before a model
+request, the request is measured; past ``compact_at`` of the window, the middle turns are
+summarised by the session's :class:`Compactor` (the compress protocol, supplied from above:
+runtime does not know it) and the model is sent the summary instead of them. Each engine keeps
+every message (the store records them all); only what is sent changes: the lean loop builds
+:func:`~kernos.runtime._compaction.compacted_view` itself, the pydantic-ai engine's model is
+wrapped in :class:`CompactedViewModel` (:func:`compacted_messages`, the same view). A compaction
+that is not approved stops the session with :class:`~kernos.errors.ContextExhausted`: never a
+silent truncation.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernos.boundary import repairs_data
+from kernos.errors import ContextExhausted
 from kernos.runtime import (
     BudgetExceeded,
     Runtime,
@@ -223,6 +224,9 @@ class TaskScheduler:
                     code=exc.code, limit=exc.limit, value=exc.value, used=exc.used
                 )
                 self._move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
+            elif isinstance(exc, ContextExhausted):  # its status event carries the code
+                record.error = scrub_text(self._failure_text(record, session, exc))
+                self._move(record, TaskStatus.ERROR, why=record.error, code=exc.code)
             else:
                 record.error = scrub_text(self._failure_text(record, session, exc))
                 self._move(record, TaskStatus.ERROR)
