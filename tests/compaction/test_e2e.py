@@ -347,3 +347,31 @@ def test_a_child_whose_compaction_is_not_approved_ends_context_exhausted(
     assert task["status"] == "error" and task["error"].startswith("context_exhausted: ")
     told = sent_texts([r for r in server.requests if parent(r)][-1])
     assert "context_exhausted: " in told and "compacting turns 1–2" in told
+
+
+def test_a_compaction_is_a_kernos_compact_span_with_its_figures(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from tests.cli.test_run import KERNOS
+    from tests.runtime.test_trace import Receiver, run_env
+
+    project(tmp_path)
+    server.script(*three_reads(), *approving())
+    receiver = Receiver()
+    try:
+        env = run_env(tmp_path, server, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+        done = subprocess.run(
+            [KERNOS, "run", "read a, b and c", "-q", "-m", "small"], cwd=tmp_path, env=env,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        (compact,) = receiver.named("kernos.compact")
+    finally:
+        receiver.close()
+    figures = compact["attributes"]
+    assert figures["kernos.status"] == "approved"
+    assert (figures["kernos.first_turn"], figures["kernos.last_turn"]) == (1, 2)
+    assert figures["kernos.drafts"] == 1 and figures["kernos.losses"] == 1
+    assert figures["kernos.tokens_before"] > figures["kernos.tokens_after"] > 0
