@@ -46,7 +46,7 @@ typecheck: $(STAMP)
 OTHER_ENGINE := pydantic-ai
 OTHER_ENGINE_TESTS := tests/runtime tests/cli/test_run.py tests/cli/test_stream.py \
 	tests/tasks/test_e2e.py tests/output/test_end_to_end.py tests/output/test_model_supplied.py \
-	tests/compress/test_e2e.py tests/cli/test_model_errors.py
+	tests/compress/test_e2e.py tests/cli/test_model_errors.py tests/compaction/test_e2e.py
 ## one pytest worker per core (pytest-xdist): each test owns its ports, files and servers
 PYTEST_WORKERS ?= auto
 pytest: $(STAMP) inspector conformance

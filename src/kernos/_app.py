@@ -35,6 +35,7 @@ from kernos.runtime import (
 
 if TYPE_CHECKING:
     from kernos.boundary import ToolSpec
+    from kernos.runtime import Compacted
 
 log = logging.getLogger("kernos.run")
 
@@ -161,6 +162,7 @@ async def agent_session(
         ConfigError: a toolset could not offer its tools (an MCP server that did not start, an
             unknown tool name); the toolsets opened so far are closed first.
     """
+    equip_compaction(runtime)
     session = runtime.session(agent, on_event=on_event, **session_options)
     permissions = Permissions(runtime.config, runtime.approver)
     opened: list[Toolset] = []
@@ -181,6 +183,57 @@ async def agent_session(
             log.warning("session %s interrupted; cancelling its tasks", session.session_id)
             await shielded(cancel_toolsets(opened, "the run was interrupted"))
             raise
+
+
+def equip_compaction(runtime: Runtime) -> None:
+    """Give ``runtime`` the compactor its sessions compact with (the compress protocol), unless
+    it has one: ``compact_model`` names are resolved through it."""
+    from kernos.compress import TranscriptCompactor
+
+    if runtime.compactor is None:
+        runtime.compactor = TranscriptCompactor(
+            lambda name: runtime.model(runtime.model_name("main", name))
+        )
+
+
+def compact_by_hand(runtime: Runtime, session: Session, model: str | None = None) -> None:
+    """Let ``session`` (on ``model``, default its agent's) compact when asked
+    (:meth:`Session.compact`) even on a model that declares no window: the configured
+    ``keep_turns``/``compact_model``, window unknown."""
+    if session.compacting is None:
+        name = runtime.model_name(session.agent, model)
+        settings = runtime.config.compaction(name, agent=session.agent, manual=True)
+        session.set_compaction(settings, runtime.compactor)
+
+
+async def compact_session(runtime: Runtime, session_id: str) -> Compacted | None:
+    """``kernos sessions compact ID``: compact the stored session ``session_id`` now, whatever
+    its size; ``None`` when no turn is left to compact (the first prompt and the last
+    ``keep_turns`` turns never are).
+
+    Raises:
+        ConfigError: no such session, or its model cannot be built.
+        ContextExhausted: the summary was not approved (nothing changes).
+    """
+    from kernos.runtime import get_session, load_history
+
+    row = get_session(runtime.store, session_id)
+    if row is None:
+        raise ConfigError(
+            None,
+            "session",
+            f"there is no session {session_id} in this store ({runtime.home})",
+            "`kernos sessions` lists them",
+        )
+    equip_compaction(runtime)
+    model = row["model"] or None  # the model it last ran on, unless --model says otherwise
+    session = runtime.session(row["agent"], session_id=session_id, model=model)
+    session.history = load_history(runtime.store, session_id)
+    compact_by_hand(runtime, session, model)
+    try:
+        return await session.compact()
+    finally:
+        await runtime.store.flushed()
 
 
 async def child_tools(
@@ -257,11 +310,13 @@ async def run_agent(
     session_id: str | None = None,
     history: Sequence[Any] = (),
     stream: bool = False,
+    compact: bool = False,
 ) -> RunOutcome:
     """Run ``agent`` on ``prompt`` with every subsystem's tools; wait for background children
     (and deliver their completions) unless ``wait`` is false. ``session_id`` and ``history``
     continue an earlier session (``kernos run --continue``): its id, its restored messages;
-    ``stream``: the agent's text arrives as ``delta`` events while it is written."""
+    ``stream``: the agent's text arrives as ``delta`` events while it is written; ``compact``:
+    the continued session compacts before the prompt (``kernos run --continue --compact``)."""
     session: Session | None = None
     options: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
     opened: list[Toolset] = []
@@ -277,6 +332,9 @@ async def run_agent(
                 session.history = list(history)  # before the first prompt (the resume seam)
             log.info("run %s: agent %s on %s", session.session_id, agent, session.model.model_name)
             try:
+                if compact:
+                    compact_by_hand(runtime, session)
+                    await session.compact()
                 text = await (session.serve(prompt, toolsets) if wait else session.prompt(prompt))
             except Exception as exc:  # provider errors, retry budget spent: the run failed
                 outcome = failed_outcome(runtime, agent, session, exc)

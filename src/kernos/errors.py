@@ -19,6 +19,7 @@
     ├── RunStopped                   a run stopped before its answer
     │   ├── BudgetExceeded           a limit reached (``max_turns``, ``max_tokens``, ``timeout``)
     │   ├── EmptyAnswers             the model answered with nothing, again and again
+    │   ├── ContextExhausted         the context window is full and compaction was not approved
     │   ├── RunTimedOut              ``kernos run --timeout`` was up
     │   └── Interrupted              a signal stopped it (``exit_code`` 128 + signal)
     └── NotRegularFile               (an ``OSError`` too) not the regular file it was said to be
@@ -46,6 +47,7 @@ __all__ = [
     "ChannelError",
     "CompressError",
     "ConfigError",
+    "ContextExhausted",
     "EmptyAnswers",
     "Interrupted",
     "KernosError",
@@ -253,6 +255,23 @@ class EmptyAnswers(RunStopped):
         self.model = model
         self.count = count
         super().__init__(f"the model returned no text and no tool call {count} times in a row")
+
+
+class ContextExhausted(RunStopped):
+    """The next request would pass ``compact_at`` of the model's context window and compacting
+    the session's middle turns did not end with an approved summary (or there was nothing left
+    to compact): the session stops rather than truncate silently.
+
+    Attributes:
+        code: ``context_exhausted``.
+        tried: what was tried, in one sentence.
+    """
+
+    code = "context_exhausted"
+
+    def __init__(self, tried: str) -> None:
+        self.tried = tried
+        super().__init__(f"context_exhausted: {tried}")
 
 
 class RunTimedOut(RunStopped):

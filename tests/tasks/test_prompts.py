@@ -55,6 +55,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "board_update.md": 234,
             "team_guidance.md": 296,
             "team_mail.md": 48,
+            "compacted.md": 130,
             "task description (rendered, test config)": 1736,
         }
     )

@@ -333,6 +333,14 @@ def register(app: typer.Typer) -> None:
         ] = False,
         approve: ApproveOption = None,
         yes: YesOption = False,
+        compact: Annotated[
+            bool,
+            typer.Option(
+                "--compact",
+                help="With --continue or --session: compact the session's middle turns into "
+                "one approved summary before PROMPT (the store keeps them).",
+            ),
+        ] = False,
     ) -> None:
         """Run an agent on PROMPT: the final answer goes to stdout, activity to stderr."""
         report = _Report()
@@ -353,6 +361,7 @@ def register(app: typer.Typer) -> None:
                 as_json=as_json,
                 approve=approve or [],
                 yes=yes,
+                compact=compact,
             )
         except Failure as exc:
             if as_json:
@@ -384,6 +393,7 @@ def _run(
     as_json: bool,
     approve: list[str],
     yes: bool,
+    compact: bool = False,
 ) -> None:
     """``kernos run`` up to its answer, filling ``report`` as it goes; a failure is raised as
     the :class:`Failure` whose line is already on stderr."""
@@ -399,6 +409,8 @@ def _run(
         raise fail("PROMPT is empty; pass what the agent should do")
     if continue_last and session_id is not None:
         raise fail("--continue and --session both pick a session; pass one of them")
+    if compact and not (continue_last or session_id is not None):
+        raise fail("--compact compacts a continued session; add --continue or --session ID")
     runtime = open_runtime(config, model, record, store=True)
     from kernos.cli._approve import run_approver
 
@@ -468,6 +480,7 @@ def _run(
                                 session_id=run_id,
                                 history=resumed.history if resumed else (),
                                 stream=stream,
+                                compact=compact,
                             ),
                             seconds,
                         ),

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from kernos.cli._common import ConfigOption, config_errors, fail, open_runtime, write_stdout
+from kernos.cli._common import (
+    ConfigOption,
+    config_errors,
+    err,
+    fail,
+    open_runtime,
+    write_stdout,
+)
 from kernos.cli._table import age, count, one_line, table
 
 #: the keys of each session in ``--json`` (stable; times are seconds since the epoch)
@@ -41,25 +48,33 @@ def register(app: typer.Typer) -> None:
 
     @group.command("show")
     def show_command(
-        session_id: Annotated[str, typer.Argument(help="A session id (s_…).")],
+        session_id: Annotated[
+            str, typer.Argument(help="A session id (s_…), or a task id (t_…): its child's session.")
+        ],
         config: ConfigOption = None,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
     ) -> None:
-        """A session's transcript (turns, tool calls and results), then the tasks it spawned."""
+        """A session's transcript (turns, tool calls and results), its compactions with each
+        declared loss, then the tasks it spawned."""
         from kernos.cli.tasks import task_record
-        from kernos.runtime import get_session, session_events
-        from kernos.tasks import TaskStore, render_event
+        from kernos.runtime import compaction_text, compactions, get_session, session_events
+        from kernos.tasks import TaskStore, child_session_row, render_event
 
         runtime = open_runtime(config, store=True)
         try:
             with config_errors():
                 row = get_session(runtime.store, session_id)
+                if row is None and session_id.startswith("t_"):
+                    row = child_session_row(TaskStore(runtime.store), session_id)
                 if row is None:
                     raise fail(
                         f"there is no session {session_id} in this store ({runtime.home}); "
                         "`kernos sessions` lists them"
                     )
-                events = session_events(runtime.store.turns(session_id))
+                session_id = row["id"]
+                turns = runtime.store.turns(session_id)
+                events = session_events(turns)
+                compacted = compactions(runtime.store, session_id)
                 children = TaskStore(runtime.store).children(session_id)
         finally:
             runtime.close()
@@ -70,18 +85,66 @@ def register(app: typer.Typer) -> None:
                     {"type": kind, "text": render_event(kind, payload), "payload": payload}
                     for kind, payload in events
                 ],
+                "compactions": [_compaction_json(c) for c in compacted],
                 "children": [task_record(child) for child in children],
             }
             write_stdout(json.dumps(document, ensure_ascii=False, default=str))
             return
         lines = [line for kind, payload in events for line in _lines(render_event(kind, payload))]
+        lines += [line for c in compacted for line in _lines(compaction_text(c))]
         lines += [
             f"[task] {c['id']} {c['status']} {c['target_kind']}:{c['target']} — {c['label']}"
             for c in children
         ]
         write_stdout("\n".join(lines) if lines else "(no turns)")
 
+    @group.command("compact")
+    def compact_command(
+        session_id: Annotated[str, typer.Argument(help="A session id (s_…).")],
+        config: ConfigOption = None,
+    ) -> None:
+        """Compact a session now: its middle turns become one approved summary with declared
+        losses (the first prompt and the last keep_turns turns stay); the store keeps them."""
+        import asyncio
+
+        from kernos._app import compact_session
+        from kernos.errors import ContextExhausted
+
+        runtime = open_runtime(config, store=True)
+        try:
+            with config_errors():
+                done = asyncio.run(compact_session(runtime, session_id))
+        except ContextExhausted as exc:
+            raise fail(str(exc), 1) from None
+        finally:
+            runtime.close()
+        if done is None:
+            err.print(
+                f"session {session_id}: no turn to compact (the first prompt and the last "
+                "keep_turns turns stay as they are)",
+                markup=False,
+            )
+            return
+        saved = (done.tokens_before - done.tokens_after) / done.tokens_before
+        err.print(
+            f"session {session_id}: compacted turns {done.first_turn}–{done.last_turn}, "
+            f"{done.tokens_before} → {done.tokens_after} tokens ({saved:.1%} smaller), "
+            f"{done.losses} declared loss(es); `kernos sessions show {session_id}` lists them",
+            markup=False,
+        )
+
     app.add_typer(group, name="sessions")
+
+
+#: the keys of each compaction in ``show --json``
+COMPACTION_KEYS = (
+    "first_turn", "last_turn", "status", "tokens_before", "tokens_after", "ratio", "model",
+    "drafts", "losses", "verdict", "reason", "created_at",
+)  # fmt: skip
+
+
+def _compaction_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: row.get(key) for key in COMPACTION_KEYS}
 
 
 def _lines(text: str) -> list[str]:

@@ -11,6 +11,7 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
+    from kernos.compress._compact import COMPACT_AGENT, TranscriptCompactor
     from kernos.compress._loop import (
         FileReport,
         check_file_count,
@@ -26,6 +27,7 @@ if typing.TYPE_CHECKING:
     from kernos.compress._write import atomic_write
 
 __all__ = [
+    "COMPACT_AGENT",
     "DEFAULT_MAX_TOKENS",
     "CompressError",
     "CompressProtocol",
@@ -36,6 +38,7 @@ __all__ = [
     "Metrics",
     "Status",
     "Tokenizer",
+    "TranscriptCompactor",
     "atomic_write",
     "check_file_count",
     "check_options",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from functools import cache
 
 from pydantic_ai.models import Model
@@ -43,7 +44,16 @@ def outcome(protocol: CompressProtocol, rounds: int) -> tuple[Status, str | None
 
 
 async def run_session(
-    protocol: CompressProtocol, model: Model, label: str, rounds: int, store: Store | None = None
+    protocol: CompressProtocol,
+    model: Model,
+    label: str,
+    rounds: int,
+    store: Store | None = None,
+    *,
+    system: str | None = None,
+    request: Callable[[str], str] | None = None,
+    agent: str = "compress",
+    session_id: str | None = None,
 ) -> None:
     """Drive one file's session: the request turn, then review turns until a stop rule holds.
 
@@ -52,12 +62,22 @@ async def run_session(
     At most ``1 + rounds`` turns are sent. Each model response is a usage row in ``store``
     (agent ``compress``); the turns are not stored: a file's drafts are no conversation for
     ``kernos sessions`` to list or continue, and would copy every source into the store.
+
+    A compaction (:mod:`kernos.compress._compact`) runs the same loop with its own ``system``
+    prompt, its own ``request`` turn (given the nonce), ``agent`` and ``session_id`` (its usage
+    rows count under the session it compacts).
     """
     session = Session(
-        model, method_text(), compress_tools(protocol), agent="compress", usage_store=store
+        model,
+        method_text() if system is None else system,
+        compress_tools(protocol),
+        agent=agent,
+        usage_store=store,
+        session_id=session_id,
     )
     nonce = new_nonce(protocol.source)
-    await session.prompt(request_turn(label, protocol, nonce))
+    first = request_turn(label, protocol, nonce) if request is None else request(nonce)
+    await session.prompt(first)
     while True:
         draft = protocol.latest
         if (

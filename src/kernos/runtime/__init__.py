@@ -40,6 +40,9 @@ if typing.TYPE_CHECKING:
         is_claude_tool,
         map_claude_tools,
     )
+    from kernos.runtime._compacting import Compacted, CompactionStep, Compactor, CompactOutcome
+    from kernos.runtime._compaction import CompactSettings, Summary
+    from kernos.runtime._compaction_store import compaction_text, compactions, latest_summary
     from kernos.runtime._config import (
         KERNOS_TOOLS,
         NO_MODEL_MESSAGE,
@@ -162,6 +165,11 @@ __all__ = [
     "Cancellable",
     "CassetteError",
     "CategoryConfig",
+    "CompactOutcome",
+    "CompactSettings",
+    "Compacted",
+    "CompactionStep",
+    "Compactor",
     "Config",
     "ConfigError",
     "Decision",
@@ -195,6 +203,7 @@ __all__ = [
     "StaticToolset",
     "Store",
     "StoreError",
+    "Summary",
     "TasksConfig",
     "ToolConfig",
     "Toolset",
@@ -209,6 +218,8 @@ __all__ = [
     "cancel_toolsets",
     "claude_tool_equivalent",
     "claude_tool_instead",
+    "compaction_text",
+    "compactions",
     "config_file",
     "config_reference",
     "cost_text",
@@ -231,6 +242,7 @@ __all__ = [
     "known_secrets",
     "latest_message_text",
     "latest_session",
+    "latest_summary",
     "list_sessions",
     "load_config",
     "load_config_problems",

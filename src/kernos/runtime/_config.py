@@ -31,6 +31,7 @@ from kernos.runtime._budget import (
     pick_budget,
 )
 from kernos.runtime._claude import CLAUDE_CODE_MODELS, map_claude_tools
+from kernos.runtime._compaction import COMPACT_AT, KEEP_TURNS, CompactSettings
 
 # defined in _errors (light: the store raises it without building these models); kept here too
 from kernos.runtime._dialect import is_postgres_url
@@ -91,6 +92,19 @@ class _Budgeted(_Strict):
             raise PydanticCustomError("count", str(exc)) from None
 
 
+class _Compacting(_Strict):
+    """The compaction keys an agent, a category and ``[tasks]`` share (runtime/_compaction.py);
+    an agent's or category's unset key takes ``[tasks]``'s, else the default."""
+
+    #: the fraction of the model's ``context_window`` at which a session compacts its middle
+    #: turns before its next request (default 0.8)
+    compact_at: float | None = Field(default=None, gt=0, le=1)
+    #: the newest turns a compaction keeps as they are (default 4)
+    keep_turns: int | None = Field(default=None, ge=0)
+    #: the model (string or alias) that writes a compaction's summary; unset: the session's
+    compact_model: str | None = None
+
+
 #: a price per million tokens: a number (an integer or a decimal), 0 or more
 _PerMillion = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
 
@@ -127,6 +141,9 @@ class ModelAlias(_Strict):
     empty_retries: int = Field(default=2, ge=0)
     #: its price per million tokens; wins over genai-prices' data for this model
     price: ModelPrice | None = None
+    #: its context window in tokens; a session on it compacts its middle turns when its next
+    #: request would pass ``compact_at`` of it; unset: no automatic compaction
+    context_window: int | None = Field(default=None, gt=0)
 
 
 class PermissionsConfig(_Strict):
@@ -163,7 +180,7 @@ class PermissionsConfig(_Strict):
         )
 
 
-class AgentConfig(_Budgeted):
+class AgentConfig(_Budgeted, _Compacting):
     """``[agents.NAME]`` or ``.kernos/agents/NAME.md``."""
 
     #: what the agent is for: the ``task`` tool's description shows it to the parent model
@@ -209,7 +226,7 @@ class ToolConfig(_Strict):
     description: str | None = None
 
 
-class CategoryConfig(_Budgeted):
+class CategoryConfig(_Budgeted, _Compacting):
     """``[categories.NAME]``: a generic worker on the category's model."""
 
     #: what the category is for: the ``task`` tool's description shows it to the parent model
@@ -220,7 +237,7 @@ class CategoryConfig(_Budgeted):
     instructions: str = ""
 
 
-class TasksConfig(_Budgeted):
+class TasksConfig(_Budgeted, _Compacting):
     """``[tasks]``: sub-agent limits; ``timeout``, ``max_turns``, ``max_tokens`` are every
     child's defaults (an agent's or a category's own keys win)."""
 
@@ -550,6 +567,43 @@ class Config(_Strict):
         elif agent is not None:
             target = self.agents.get(agent)
         return pick_budget(self.tasks, target, fallback=CHILD_DEFAULTS)
+
+    def compaction(
+        self,
+        model: str,
+        category: str | None = None,
+        agent: str | None = None,
+        *,
+        manual: bool = False,
+    ) -> CompactSettings | None:
+        """How a session on ``model`` as ``category`` or ``agent`` compacts: the target's own
+        keys, else ``[tasks]``, else the defaults; ``None`` when the model declares no
+        ``context_window`` (no automatic compaction), unless ``manual`` (compaction by hand:
+        window 0 when none is known)."""
+        alias = self.models.get(model)
+        window = alias.context_window if alias is not None else None
+        if window is None and not manual:
+            return None
+        target: _Budgeted | None = None
+        if category is not None:
+            target = self.categories.get(category)
+        elif agent is not None:
+            target = self.agents.get(agent)
+
+        def pick(key: str) -> Any:
+            for source in (target, self.tasks):
+                value = getattr(source, key, None) if source is not None else None
+                if value is not None:
+                    return value
+            return None
+
+        at, keep = pick("compact_at"), pick("keep_turns")
+        return CompactSettings(
+            window=window or 0,
+            at=COMPACT_AT if at is None else at,
+            keep_turns=KEEP_TURNS if keep is None else keep,
+            model=pick("compact_model"),
+        )
 
     def agent_budget(self, name: str) -> Budget:
         """The limits of a top-level session of agent ``name`` (``kernos run``): the agent's own

@@ -42,6 +42,7 @@ from kernos.boundary import ToolResult, ToolSpec, clean_json_text, clean_text
 from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._cassette import RecordingModel, ReplayModel
 from kernos.runtime._chat import PIN, OpenAIChat
+from kernos.runtime._compaction import compacted_view
 from kernos.runtime._config import ConfigError
 from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._lean_wire import (
@@ -483,6 +484,8 @@ class LeanLoop:
         self.replies = replies  # what a prompt that raises got (the session records it)
         on_delta = self._delta if session.stream else None
         while True:
+            if session.compacting is not None and not session._stop_requested:
+                await session.compacting.before_request(self)  # runtime/_compacting.py
             if session._stop_requested or not session._before_request():
                 return _last_text(self.messages), replies, start
             wire_messages = self._wire()
@@ -490,6 +493,8 @@ class LeanLoop:
                 reply = await self.model.answer(wire_messages, self._tools(), on_delta)
                 traced.set_genai(reply_attributes(reply))
             replies.append(reply)
+            if session.compacting is not None:
+                session.compacting.reported(reply.input_tokens)
             wire: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
             if reply.calls:
                 wire["tool_calls"] = [
@@ -528,11 +533,18 @@ class LeanLoop:
                     _ToolMeta(name, retried),
                 )
 
+    def wire(self) -> list[dict[str, Any]]:
+        """The messages the next request sends (the compacted view, :attr:`Session.summary`)."""
+        return self._wire()
+
+    def tools_text(self) -> str:
+        """The tools' wire text the next request sends."""
+        return self._tools()
+
     def _wire(self) -> list[dict[str, Any]]:
         system = self.session.system_prompt  # the tools offered may add a sentence to it
-        messages = (
-            [{"role": "system", "content": system}, *self.messages] if system else [*self.messages]
-        )
+        sent = compacted_view(self.messages, self.session.summary)
+        messages = [{"role": "system", "content": system}, *sent] if system else sent
         if self._empty_answers:  # an empty answer is kept (history, store) but never sent
             messages = [m for m in messages if m["role"] != "assistant" or _sendable(m)]
         return messages

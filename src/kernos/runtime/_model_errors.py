@@ -30,6 +30,7 @@ from pydantic_ai.exceptions import (
     ModelTimeoutError,
 )
 
+from kernos.errors import ContextExhausted
 from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._secrets import scrub_text
 
@@ -171,6 +172,8 @@ def model_failure(exc: BaseException, target: ModelTarget) -> ModelFailure | Non
             f"{_setting(target, 'empty_retries')}"
         )
         return _done("empty", line, EXIT_FAILED)
+    if isinstance(exc, ContextExhausted):  # its message says what was tried (_compacting.py)
+        return _done("context_exhausted", str(exc), EXIT_FAILED)
     if not isinstance(exc, ModelAPIError):
         return None
     where = _where(target, exc.model_name)

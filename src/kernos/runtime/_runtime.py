@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from kernos.boundary import ToolSpec
     from kernos.runtime._approval import Approver
+    from kernos.runtime._compacting import Compactor
     from kernos.runtime._session import Session, SessionEvent
 
 
@@ -44,6 +45,9 @@ class Runtime:
         #: who answers the calls the permission rules say to ask about (the CLI sets it: a
         #: terminal prompt, ``--approve``/``--yes``); ``None``: nobody, they are refused
         self.approver: Approver | None = None
+        #: what writes compaction summaries (set by kernos._app: the compress protocol); ``None``:
+        #: sessions never compact
+        self.compactor: Compactor | None = None
 
     @classmethod
     def open(
@@ -159,6 +163,7 @@ class Runtime:
             stream=stream,
             empty_retries=self.config.empty_retries(model_name),
         )
+        session.set_compaction(self.config.compaction(model_name, agent=agent), self.compactor)
         if record_turns:  # a top-level session: `kernos sessions` lists it, `run --session` too
             record_session(self.store, session.session_id, agent, model_name)
         session.set_budget(self.config.agent_budget(agent))  # its timeout caps `kernos run`

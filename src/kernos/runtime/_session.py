@@ -31,6 +31,15 @@ from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._chat import inner_layer
 from kernos.runtime._clean import clean_model, clean_response, cut_off_calls
+from kernos.runtime._compacting import (
+    Compacted,
+    CompactedViewModel,
+    CompactionStep,
+    Compactor,
+    PydanticView,
+)
+from kernos.runtime._compaction import CompactSettings, Summary
+from kernos.runtime._compaction_store import latest_summary
 from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._foreign import has_foreign_tools, tool_results_note
 from kernos.runtime._lean import EMPTY_RETRIES, LeanLoop, lean_model_for, usage_responses
@@ -158,19 +167,27 @@ class Session:
         self._calls_keyed = 0
         #: where the current pydantic-ai prompt's messages start in the history
         self._before = 0
+        #: compaction (runtime/_compacting.py): the step, when the model declares a window, and
+        #: the approved summary the model is sent instead of the turns it covers
+        self.compacting: CompactionStep | None = None
+        self.summary: Summary | None = None
+        self._view_wrapped = False
         lean = lean_model_for(model, engine)
         self._lean = None if lean is None else LeanLoop(self, lean)
         self._toolset = KernosToolset(self, self._results.__setitem__)
         self._agent = (
-            Agent(
-                clean_model(model),  # the model's text enters kernos here, and is cleaned once
-                instructions=self._system_prompt,
-                toolsets=[self._toolset],
-                name=agent,
-                retries={"output": empty_retries},
-            )
+            self._make_agent(clean_model(model))  # the model's text is cleaned once, there
             if self._lean is None
             else None
+        )
+
+    def _make_agent(self, model: Model) -> Agent[None, str]:
+        return Agent(
+            model,
+            instructions=self._system_prompt,
+            toolsets=[self._toolset],
+            name=self.agent,
+            retries={"output": self.empty_retries},
         )
 
     @property
@@ -202,6 +219,42 @@ class Session:
             self._history = value
         else:
             self._lean.history = value
+        if self.store is not None:  # a resumed session is sent its compacted view
+            self.summary = latest_summary(self.store, self.session_id)
+            if self.summary is not None:
+                self._send_view()
+
+    # -- compaction -------------------------------------------------------------------------
+    def set_compaction(self, settings: CompactSettings | None, compactor: Compactor | None) -> None:
+        """Compact this session's middle turns before a request that crosses ``settings``'s
+        threshold, through ``compactor`` (``None`` for either: never automatically). On the
+        pydantic-ai engine the model is wrapped so that it is sent the compacted view."""
+        if settings is None or compactor is None:
+            self.compacting = None
+            return
+        self.compacting = CompactionStep(self, settings, compactor)
+        self._send_view()
+
+    def _send_view(self) -> None:
+        """On pydantic-ai: from now on the model is sent what :class:`CompactedViewModel` makes
+        of the history (the compacted view); the lean loop builds its view itself."""
+        if self._lean is None and not self._view_wrapped:
+            self._agent = self._make_agent(CompactedViewModel(clean_model(self.model), self))
+            self._view_wrapped = True
+
+    async def compact(self) -> Compacted | None:
+        """Compact now, whatever the request's size (``kernos sessions compact``); ``None``: no
+        turn to compact.
+
+        Raises:
+            ContextExhausted: the summary was not approved.
+            ValueError: the session has no compaction step (:meth:`set_compaction`).
+        """
+        if self.compacting is None:
+            raise ValueError("this session cannot compact: no compactor was set")
+        async with self._lock:
+            view = self._lean if self._lean is not None else PydanticView(self, self._history)
+            return await self.compacting.before_request(view, force=True)
 
     # -- budget -----------------------------------------------------------------------------
     def set_budget(self, budget: Budget | None) -> None:
@@ -458,6 +511,11 @@ class Session:
             node = run.next_node
             while not Agent.is_end_node(node):
                 if Agent.is_model_request_node(node):
+                    if self.compacting is not None and not self._stop_requested:
+                        pending = run.all_messages()  # runtime/_compacting.py
+                        if not any(m is node.request for m in pending):
+                            pending = [*pending, node.request]
+                        await self.compacting.before_request(PydanticView(self, pending))
                     if self._stop_requested or not self._before_request():
                         stopped = True
                         break

@@ -35,6 +35,7 @@ if typing.TYPE_CHECKING:
     from kernos.tasks._store import (
         MIGRATIONS,
         TaskStore,
+        child_session_row,
         progress_payload,
         progress_text,
         render_event,
@@ -68,6 +69,7 @@ __all__ = [
     "TeamStore",
     "build_task_description",
     "can_move",
+    "child_session_row",
     "clamp_task_summary",
     "crash_mode",
     "ended_line",

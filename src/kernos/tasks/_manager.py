@@ -409,6 +409,12 @@ class TaskManager(TaskScheduler):
         # a background child has nobody at a terminal waiting on it to ask
         child.can_ask = lambda: not record.background
         self.teams.equip(record, child)
+        child.set_compaction(  # runtime/_compacting.py
+            self.config.compaction(
+                record.model_name, record.item.category, record.item.subagent_type
+            ),
+            self.runtime.compactor,
+        )
         if record.depth < self.config.tasks.max_depth:
             # steps too on the DBOS engine: a replayed task call answers what it answered, and
             # one in flight at a crash finds the children it spawned (``_replayed_ids``)

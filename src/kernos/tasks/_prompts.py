@@ -27,6 +27,7 @@ PROMPT_FILES = (
     "board_update.md",
     "team_guidance.md",
     "team_mail.md",
+    "compacted.md",
 )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernos.boundary import repairs_data
+from kernos.errors import ContextExhausted
 from kernos.runtime import (
     BudgetExceeded,
     Runtime,
@@ -92,6 +93,16 @@ class TaskRecord:
         if self.started_at is None:
             return 0.0
         return (self.finished_at or time.time()) - self.started_at
+
+
+def compaction_note(record: TaskRecord) -> str:
+    """``compacted N×; M declared losses`` for a child whose session compacted (runtime/
+    _compacting.py) in this process; ``""`` when it did not."""
+    step = record.session.compacting if record.session is not None else None
+    if step is None or not step.done:
+        return ""
+    losses = sum(c.losses for c in step.done)
+    return prompt_text("compacted.md").format(count=len(step.done), losses=losses)
 
 
 class TaskScheduler:
@@ -214,6 +225,9 @@ class TaskScheduler:
                     code=exc.code, limit=exc.limit, value=exc.value, used=exc.used
                 )
                 self._move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
+            elif isinstance(exc, ContextExhausted):  # its status event carries the code
+                record.error = scrub_text(self._failure_text(record, session, exc))
+                self._move(record, TaskStatus.ERROR, why=record.error, code=exc.code)
             else:
                 record.error = scrub_text(self._failure_text(record, session, exc))
                 self._move(record, TaskStatus.ERROR)
@@ -346,6 +360,16 @@ class TaskScheduler:
                 {"name": data.get("name"), "repairs": repairs_data(data["repairs"])},
                 data.get("call_id"),
             )
+        elif event.kind == "compaction":  # where the child's context was compacted
+            keys = ("first_turn", "last_turn", "status", "model", "drafts")
+            payload = {key: data.get(key) for key in keys}
+            # sizes under keys the store's scrubber does not read as secrets ("token")
+            payload.update(
+                before=data.get("tokens_before"),
+                after=data.get("tokens_after"),
+                losses=data.get("losses") or [],
+            )
+            self._child_event(record, "compaction", payload)
         elif event.kind == "tool_result":
             result = data.get("result")
             self._child_event(
@@ -391,13 +415,15 @@ class TaskScheduler:
     def notice(self, record: TaskRecord) -> str:
         """The completion notice for ``record``'s latest run."""
         body = record.error if record.status != TaskStatus.COMPLETED else record.final_text
-        return prompt_text("completion_notice.md").format(
+        text = prompt_text("completion_notice.md").format(
             name=record.name or "-",
             task_id=record.id,
             status=record.status,
             duration=f"{record.duration:.1f}s",
             result=json.dumps((body or "")[:NOTICE_RESULT_CHARS], ensure_ascii=False),
         )
+        note = compaction_note(record)
+        return f"{text}\n{note}" if note else text
 
     def _notify(self, record: TaskRecord) -> None:
         parent = record.parent

@@ -822,6 +822,26 @@ def executor_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def child_session_row(store: TaskStore, task_id: str) -> dict[str, Any] | None:
+    """The session of task ``task_id``'s child, shaped like a ``kernos sessions`` row (its
+    tokens are its turns'); ``None`` when there is no such task."""
+    task = store.get(task_id)
+    if task is None:
+        return None
+    session_id = task.get("child_session") or "s_" + task_id.removeprefix("t_")
+    return {
+        "id": session_id,
+        "agent": task.get("target"),
+        "model": task.get("model"),
+        "turns": None,
+        "input_tokens": None,
+        "output_tokens": None,
+        "started_at": task.get("created_at"),
+        "last_active": task.get("finished_at"),
+        "first_prompt": task.get("prompt"),
+    }
+
+
 def render_event(kind: str, payload: dict[str, Any]) -> str:
     """One event as transcript text."""
     if kind == "message":
@@ -841,6 +861,10 @@ def render_event(kind: str, payload: dict[str, Any]) -> str:
         return f"[tool_result] {payload.get('name', '?')}{mark}: {payload.get('text', '')}"
     if kind == "progress":
         return f"[progress] {payload.get('name', '?')} {progress_text(payload)}"
+    if kind == "compaction":
+        from kernos.runtime import compaction_text
+
+        return compaction_text(payload)
     if kind == "status":
         why = f" — {payload['why']}" if payload.get("why") else ""
         epoch = f" (run epoch {payload['epoch']})" if payload.get("epoch") else ""

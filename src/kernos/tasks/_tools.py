@@ -11,6 +11,7 @@ from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, identi
 from kernos.tasks._normalize import normalize_task_arguments
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnResolution, TaskArgs, clip_shown, task_json_schema
+from kernos.tasks._scheduler import compaction_note
 from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 
 if TYPE_CHECKING:
@@ -46,8 +47,11 @@ def _missing(records: list[TaskRecord]) -> str:
 
 def _outcome(record: TaskRecord) -> str:
     if record.status == TaskStatus.COMPLETED or record.status == TaskStatus.INTERRUPTED:
-        return record.final_text
-    return record.error or f"The task ended {record.status}."
+        said = record.final_text
+    else:
+        said = record.error or f"The task ended {record.status}."
+    note = compaction_note(record)
+    return f"{said}\n\n[{note}]" if note else said
 
 
 def _state(manager: TaskManager, record: TaskRecord) -> str:

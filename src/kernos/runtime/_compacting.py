@@ -1,0 +1,322 @@
+"""Compaction as a step of the session loop, written once for both engines: right before a model
+request, the request is measured; past ``compact_at`` of the window, the middle turns are
+summarised by the session's :class:`Compactor` (the compress protocol, supplied from above:
+runtime does not know it) and the model is sent the summary instead of them. Each engine keeps
+every message (the store records them all); only what is sent changes: the lean loop builds
+:func:`~kernos.runtime._compaction.compacted_view` itself, the pydantic-ai engine's model is
+wrapped in :class:`CompactedViewModel` (:func:`compacted_messages`, the same view). A compaction
+that is not approved stops the session with :class:`~kernos.errors.ContextExhausted`: never a
+silent truncation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+from kernos.errors import ContextExhausted
+from kernos.runtime._compaction import (
+    CompactSettings,
+    Message,
+    Summary,
+    calibrated,
+    compacted_view,
+    head_end,
+    needs_compaction,
+    render_transcript,
+    request_size,
+    span_to_compact,
+    summary_text,
+    turn_ends,
+)
+from kernos.runtime._compaction_store import record_compaction
+from kernos.runtime._trace import span as trace_span
+
+if TYPE_CHECKING:
+    from kernos.runtime._session import Session
+
+
+@dataclass(frozen=True)
+class CompactOutcome:
+    """How one summary run ended: ``status`` is ``approved``, ``unapproved`` or ``stalled``
+    (the compress statuses; ``cancelled`` when it failed), with the approved ``text``, the
+    newest draft's declared ``losses`` (``(content, reason)``), the drafts' count, the verdict,
+    the model that wrote it and, when not approved, why."""
+
+    status: str
+    text: str = ""
+    losses: tuple[tuple[str, str], ...] = ()
+    drafts: int = 0
+    verdict: str | None = None
+    model: str | None = None
+    reason: str | None = None
+
+    @property
+    def approved(self) -> bool:
+        return self.status == "approved"
+
+
+class Compactor(Protocol):
+    """What writes a compaction's summary (``kernos.compress.TranscriptCompactor``)."""
+
+    def count(self, text: str) -> int:
+        """Offline tokens of ``text``."""
+        ...
+
+    async def summarize(
+        self, transcript: str, first_turn: int, last_turn: int, settings: CompactSettings,
+        session: Session,
+    ) -> CompactOutcome:  # fmt: skip
+        """Summarise ``transcript`` (turns ``first_turn`` to ``last_turn``)."""
+        ...
+
+
+@dataclass
+class Compacted:
+    """One compaction a session did: the figures ``sessions show`` and a parent's notice read."""
+
+    first_turn: int
+    last_turn: int
+    tokens_before: int
+    tokens_after: int
+    losses: int
+
+
+class View(Protocol):
+    """What the step reads of a session's conversation: every message as wire dicts (nothing
+    dropped), and the request that would be sent now (:class:`kernos.runtime._lean.LeanLoop`
+    is one; :class:`PydanticView` the pydantic-ai engine's)."""
+
+    @property
+    def messages(self) -> list[Message]: ...
+
+    def wire(self) -> list[Message]: ...
+
+    def tools_text(self) -> str: ...
+
+
+class PydanticView:
+    """The pydantic-ai engine's history as the step reads it (converted to wire dicts once)."""
+
+    def __init__(self, session: Session, history: Sequence[ModelMessage]) -> None:
+        from kernos.runtime._lean import from_model_messages
+
+        self.session = session
+        self.messages, _ = from_model_messages(history)
+        if session.compacting is not None:
+            last = next((m for m in reversed(history) if isinstance(m, ModelResponse)), None)
+            if last is not None:
+                session.compacting.reported(last.usage.input_tokens)
+
+    def wire(self) -> list[Message]:
+        system = self.session.system_prompt
+        sent = compacted_view(self.messages, self.session.summary)
+        return [{"role": "system", "content": system}, *sent] if system else sent
+
+    def tools_text(self) -> str:
+        from kernos.runtime._lean import plain_tool_wire
+
+        specs = self.session.tools.values()
+        return json.dumps([plain_tool_wire(spec) for spec in specs], ensure_ascii=False)
+
+
+def compacted_messages(
+    messages: Sequence[ModelMessage], summary: Summary | None
+) -> list[ModelMessage]:
+    """:func:`~kernos.runtime._compaction.compacted_view` on pydantic-ai messages: the head
+    (through the first request with a user prompt), one request with the summary, then what
+    follows turn ``summary.last_turn`` (its tool results left out of the request after it)."""
+    if summary is None:
+        return list(messages)
+    head = next(
+        (
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+        ),
+        None,
+    )
+    responses = [i for i, m in enumerate(messages) if isinstance(m, ModelResponse)]
+    if head is None or summary.last_turn < 1 or summary.last_turn > len(responses):
+        return list(messages)
+    end = responses[summary.last_turn - 1] + 1
+    rest = list(messages[end:])
+    if rest and isinstance(rest[0], ModelRequest):
+        kept = [p for p in rest[0].parts if not isinstance(p, ToolReturnPart | RetryPromptPart)]
+        first: list[ModelMessage] = [replace(rest[0], parts=kept)] if kept else []
+        rest = first + rest[1:]
+    first_request = messages[head]
+    assert isinstance(first_request, ModelRequest)
+    prompt = next(i for i, p in enumerate(first_request.parts) if isinstance(p, UserPromptPart))
+    # the head ends at the first prompt: what else its request holds leads to turn 1
+    kept_head = replace(first_request, parts=first_request.parts[: prompt + 1])
+    note = ModelRequest(parts=[UserPromptPart(summary_text(summary))])
+    return [*messages[:head], kept_head, note, *rest]
+
+
+class CompactedViewModel(WrapperModel):
+    """A model sent its session's compacted view (the pydantic-ai engine's side of the step)."""
+
+    def __init__(self, wrapped: Model, session: Session) -> None:
+        super().__init__(wrapped)
+        self._session = session
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        sent = compacted_messages(messages, self._session.summary)
+        return await self.wrapped.request(sent, model_settings, model_request_parameters)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        sent = compacted_messages(messages, self._session.summary)
+        async with self.wrapped.request_stream(
+            sent, model_settings, model_request_parameters, run_context
+        ) as response:
+            yield response
+
+
+class CompactionStep:
+    """One session's compaction: its settings, its compactor and its calibration."""
+
+    def __init__(self, session: Session, settings: CompactSettings, compactor: Compactor):
+        self.session = session
+        self.settings = settings
+        self.compactor = compactor
+        #: the offline size of the last request sent, and what the provider reported for it
+        self.last_counted: int | None = None
+        self.last_reported: int | None = None
+        #: the compactions this session did (in this process)
+        self.done: list[Compacted] = []
+
+    def reported(self, prompt_tokens: int) -> None:
+        """The provider's ``prompt_tokens`` for the request last measured."""
+        if prompt_tokens > 0:
+            self.last_reported = prompt_tokens
+
+    def measure(self, loop: View) -> tuple[int, int]:
+        """``(offline, calibrated)`` size of the request the loop would send now."""
+        counted = request_size(loop.wire(), loop.tools_text(), self.compactor.count)
+        return counted, calibrated(counted, self.last_counted, self.last_reported)
+
+    async def before_request(self, loop: View, *, force: bool = False) -> Compacted | None:
+        """Compact when the next request crosses the threshold (``force``: whatever its size,
+        ``kernos sessions compact``). Returns what was compacted (``None``: nothing).
+
+        Raises:
+            ContextExhausted: the compaction was not approved, or the request is over the
+                whole window with nothing left to compact.
+        """
+        settings, session = self.settings, self.session
+        counted, size = self.measure(loop)
+        if not force and not needs_compaction(size, settings):
+            self.last_counted = counted
+            return None
+        covered = session.summary.last_turn if session.summary else 0
+        span = span_to_compact(loop.messages, settings.keep_turns, covered)
+        if span is None:
+            self.last_counted = counted
+            if not force and size >= settings.window:
+                raise ContextExhausted(
+                    f"the next request is about {size} tokens, over the model's "
+                    f"{settings.window}-token context window, and no turn is left to compact "
+                    f"(keep_turns = {settings.keep_turns}); lower keep_turns or start a new "
+                    "session"
+                )
+            return None
+        transcript = transcript_of(loop.messages, span.end, covered, session.summary)
+        with trace_span(
+            "kernos.compact", session_id=session.session_id, first_turn=span.first_turn,
+            last_turn=span.last_turn, tokens_before=size,
+        ) as traced:  # fmt: skip
+            outcome = await self.compactor.summarize(
+                transcript, span.first_turn, span.last_turn, settings, session
+            )
+            after = size
+            if outcome.approved:
+                session.summary = Summary(
+                    span.first_turn, span.last_turn, outcome.text.strip(), outcome.losses
+                )
+                counted, after = self.measure(loop)
+                self.last_counted = counted
+            traced.set(
+                status=outcome.status, tokens_after=after, drafts=outcome.drafts,
+                losses=len(outcome.losses), model=outcome.model,
+            )  # fmt: skip
+        row = {
+            "session_id": session.session_id,
+            "agent": session.agent,
+            "first_turn": span.first_turn,
+            "last_turn": span.last_turn,
+            "tokens_before": size,
+            "tokens_after": after if outcome.approved else 0,
+            "model": outcome.model,
+            "drafts": outcome.drafts,
+            "losses": [{"content": c, "reason": r} for c, r in outcome.losses],
+            "status": outcome.status,
+            "verdict": outcome.verdict,
+            "summary": outcome.text if outcome.approved else None,
+            "reason": outcome.reason,
+        }
+        if session.store is not None:
+            record_compaction(session.store, row)
+        session.emit("compaction", **row)
+        if not outcome.approved:
+            raise ContextExhausted(
+                f"the next request is about {size} tokens, past compact_at {settings.at:g} of "
+                f"the model's {settings.window}-token context window; compacting turns "
+                f"{span.first_turn}–{span.last_turn} with {outcome.model} ended "
+                f"{outcome.status} after {outcome.drafts} draft(s)"
+                + (f" ({outcome.reason})" if outcome.reason else "")
+                + "; raise the window, lower keep_turns, or set compact_model to a model "
+                "that approves a summary"
+            )
+        done = Compacted(span.first_turn, span.last_turn, size, after, len(outcome.losses))
+        self.done.append(done)
+        return done
+
+
+def transcript_of(
+    messages: Sequence[Message], end: int, covered: int, earlier: Summary | None
+) -> str:
+    """The text the compressor summarises: the earlier summary (turns 1 to ``covered``), then
+    the turns after it up to ``end``, rendered turn by turn."""
+    if earlier is None or covered == 0:
+        return render_transcript(messages[head_end(messages) : end])
+    start = turn_ends(messages)[covered - 1]
+    return (
+        f"## Earlier summary of turns 1–{covered}\n{summary_text(earlier)}\n\n"
+        + render_transcript(messages[start:end], first_turn=covered + 1)
+    )
+
+
+def compaction_figures(step: Any) -> tuple[int, int]:
+    """``(compactions, declared losses)`` of a session's step (``(0, 0)`` without one)."""
+    if step is None:
+        return 0, 0
+    return len(step.done), sum(c.losses for c in step.done)
