@@ -43,8 +43,16 @@ from pydantic import ValidationError
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
 from kernos.errors import McpServerError as McpServerError
-from kernos.runtime import KERNOS_SOURCE, Config, ConfigError, McpServerConfig, from_source
+from kernos.runtime import (
+    KERNOS_SOURCE,
+    Config,
+    ConfigError,
+    McpServerConfig,
+    from_source,
+    kernos_home,
+)
 from kernos.tools._limits import cut_text, schema_problem
+from kernos.tools._mcp_auth import KernosOAuth, run_auth
 from kernos.tools._select import select_mcp_tools
 
 log = logging.getLogger("kernos.mcp")
@@ -147,9 +155,19 @@ class McpToolset:
     """
 
     def __init__(
-        self, server: str, config: McpServerConfig, *, config_file: Path | None = None
+        self,
+        server: str,
+        config: McpServerConfig,
+        *,
+        config_file: Path | None = None,
+        home: Path | None = None,
+        oauth: KernosOAuth | None = None,
     ) -> None:
         self.server = server
+        # auth = "oauth": the tokens are under ``home`` (the state directory); ``oauth`` is the
+        # provider of a login under way (:mod:`kernos.tools._mcp_login`), else a run's is made
+        self.home = home
+        self.oauth = oauth
         self.name = f"mcp:{server}"
         self.config = config
         self.config_file = config_file
@@ -271,7 +289,12 @@ class McpToolset:
                 url = response.request.url.copy_with(query=None, fragment=None)
                 self._http_refusal = f"HTTP {response.status_code} from {url}"
 
+        if config.auth == "oauth" and self.oauth is None:
+            self.oauth = run_auth(
+                self.server, config, self.home or kernos_home(), config_file=self.config_file
+            )
         http = httpx2.AsyncClient(
+            auth=self.oauth,
             headers=dict(config.headers),
             timeout=httpx2.Timeout(config.timeout, read=max(300.0, config.timeout)),
             event_hooks={"response": [note_refusal]},
@@ -289,6 +312,10 @@ class McpToolset:
 
     def _start_error(self, exc: BaseException) -> McpServerError:
         exc = _leaf(exc)
+        if isinstance(exc, McpServerError):
+            return exc  # a login kernos will not wait for (run_auth), already one line
+        if self.oauth is not None and self.oauth.refused is not None:
+            return self.oauth.refused
         reason = _reason(exc)
         if isinstance(exc, TimeoutError):
             reason = f"no answer to initialize within {self.config.timeout:g} s"
@@ -499,7 +526,7 @@ class McpServers:
     def __init__(self, config: Config, *, shared: Mapping[str, McpToolset] | None = None) -> None:
         shared = shared or {}
         self.toolsets = [
-            shared.get(name) or McpToolset(name, server, config_file=config.path)
+            shared.get(name) or McpToolset(name, server, config_file=config.path, home=config.home)
             for name, server in config.mcp.items()
         ]
         self._owned = [t for t in self.toolsets if t.server not in shared]

@@ -1,0 +1,308 @@
+"""OAuth for remote MCP servers (``[mcp.NAME] auth = "oauth"``), through the SDK's
+:class:`mcp.client.auth.OAuthClientProvider`: discovery, PKCE, dynamic registration (or a
+pre-registered client, or a client metadata URL) and refresh are the SDK's; kernos adds where the
+tokens live and who may wait for a person.
+
+- Tokens live per server in the state directory (``<home>/mcp-auth/NAME.json``), mode 0600,
+  replaced atomically (a temporary file renamed over the old one), with the absolute time the
+  access token expires: the SDK keeps expiry in memory only, so a later process would send an
+  expired token instead of refreshing it first (:class:`KernosOAuth` restores it).
+- Every token and client secret read or written joins the one scrubber
+  (:func:`kernos.runtime.register_secrets`), so no log line, receipt or report shows one.
+- A run never waits for a browser (:func:`run_auth`): no tokens → :class:`McpLoginNeeded` before
+  any connection; a refresh that fails → the SDK asks for a person, and kernos answers with
+  :class:`McpLoginNeeded` at once. Only ``kernos mcp login`` (:mod:`kernos.tools._mcp_login`)
+  passes handlers that show a URL and receive the redirect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+from mcp.client.auth.utils import union_scopes
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from pydantic import ValidationError
+
+from kernos.errors import ConfigError, McpLoginNeeded
+from kernos.runtime import McpServerConfig, register_secrets
+
+log = logging.getLogger("kernos.mcp")
+
+AUTH_DIR = "mcp-auth"
+#: the redirect URI a client is described with when no login is under way (a run or a status
+#: check never receives a redirect; the SDK's client metadata needs one all the same)
+_NO_REDIRECT = "http://127.0.0.1/callback"
+_CLIENT_NAME = "kernos"
+
+
+def token_path(home: Path, server: str) -> Path:
+    """Where the tokens of ``[mcp.SERVER]`` are kept."""
+    return home / AUTH_DIR / f"{server}.json"
+
+
+class TokenFile:
+    """The SDK's ``TokenStorage`` over one JSON file: tokens, their expiry and the registered
+    client, for one server URL (a file written for another URL reads as empty).
+
+    Args:
+        path: the file (:func:`token_path`).
+        url: the server's URL.
+        client: a pre-registered client (``client_id``), returned instead of a stored one.
+    """
+
+    def __init__(
+        self, path: Path, url: str, client: OAuthClientInformationFull | None = None
+    ) -> None:
+        self.path = path
+        self.url = url
+        self.client = client
+
+    # -- the file --------------------------------------------------------------------------------
+    def read(self) -> dict[str, Any]:
+        """The stored record, ``{}`` when absent, unreadable or for another URL."""
+        try:
+            record = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(record, dict) or record.get("url") != self.url:
+            return {}
+        tokens = record.get("tokens")
+        if isinstance(tokens, dict):
+            register_secrets(tokens.get("access_token"), tokens.get("refresh_token"))
+        client = record.get("client")
+        if isinstance(client, dict):
+            register_secrets(client.get("client_secret"))
+        return record
+
+    def _write(self, record: dict[str, Any]) -> None:
+        record = {**record, "url": self.url}
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(record, out, indent=2)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def clear(self) -> bool:
+        """Forget the tokens and the registered client; whether there was anything."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def tokens(self) -> OAuthToken | None:
+        raw = self.read().get("tokens")
+        try:
+            return OAuthToken.model_validate(raw) if isinstance(raw, dict) else None
+        except ValidationError:
+            return None
+
+    def expires_at(self) -> float | None:
+        """When the stored access token expires (seconds since the epoch), None: not known."""
+        value = self.read().get("expires_at")
+        return float(value) if isinstance(value, int | float) else None
+
+    def forget_tokens(self) -> None:
+        """Drop the tokens, keeping the registered client (a login starts so)."""
+        record = self.read()
+        if record.pop("tokens", None) is not None:
+            record.pop("expires_at", None)
+            self._write(record)
+
+    def forget_client(self) -> None:
+        """Drop a dynamically registered client (its redirect URI can no longer be served)."""
+        record = self.read()
+        if record.pop("client", None) is not None:
+            self._write(record)
+
+    # -- TokenStorage ----------------------------------------------------------------------------
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens()
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        register_secrets(tokens.access_token, tokens.refresh_token)
+        record = self.read()
+        record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
+        record["expires_at"] = time.time() + tokens.expires_in if tokens.expires_in else None
+        self._write(record)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        if self.client is not None:
+            return self.client
+        raw = self.read().get("client")
+        try:
+            return OAuthClientInformationFull.model_validate(raw) if isinstance(raw, dict) else None
+        except ValidationError:
+            return None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        if self.client is not None:
+            return  # a configured client is the config's, not the file's
+        register_secrets(client_info.client_secret)
+        record = self.read()
+        record["client"] = client_info.model_dump(mode="json", exclude_none=True)
+        self._write(record)
+
+
+def login_state(store: TokenFile, now: float) -> str | None:
+    """Why a run cannot use the stored login (None: it can, perhaps after a refresh). Pure
+    over the record read."""
+    tokens = store.tokens()
+    if tokens is None:
+        return "no login is stored"
+    expires = store.expires_at()
+    if expires is not None and expires <= now and not tokens.refresh_token:
+        return "its login expired and cannot be refreshed"
+    return None
+
+
+class KernosOAuth(OAuthClientProvider):
+    """The SDK's provider, told the stored token's expiry and the configured scopes.
+
+    ``refused`` holds the :class:`McpLoginNeeded` raised when the SDK asked for a person and
+    none was there (a refresh failed in a run).
+    """
+
+    def __init__(
+        self,
+        server: str,
+        config: McpServerConfig,
+        store: TokenFile,
+        *,
+        config_file: Path | None,
+        redirect_uri: str = _NO_REDIRECT,
+        redirect_handler: Callable[[str], Awaitable[None]] | None = None,
+        callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
+    ) -> None:
+        assert config.url is not None
+        self.server = server
+        self.store = store
+        self.config_file = config_file
+        self.refused: McpLoginNeeded | None = None
+        self._scopes = " ".join(config.scopes) or None
+        metadata = OAuthClientMetadata(
+            client_name=_CLIENT_NAME,
+            redirect_uris=[redirect_uri],
+            scope=self._scopes,
+            token_endpoint_auth_method="client_secret_post" if config.client_secret_env else "none",
+        )
+        super().__init__(
+            config.url,
+            metadata,
+            store,
+            redirect_handler=redirect_handler or self._no_person,
+            callback_handler=callback_handler or self._no_callback,
+            client_metadata_url=config.client_metadata_url,
+        )
+
+    async def _no_person(self, url: str) -> None:
+        self.refused = McpLoginNeeded(
+            self.config_file,
+            self.server,
+            "its login expired or was refused, and a refresh did not renew it",
+        )
+        raise self.refused
+
+    async def _no_callback(self) -> AuthorizationCodeResult:  # never reached: _no_person raised
+        raise OAuthFlowError("no redirect can be received outside `kernos mcp login`")
+
+    # The SDK's own steps, each extended by one line (their names are the SDK's, not public API):
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        # the SDK loads the tokens but not their expiry: restore it, so an expired token is
+        # refreshed before use rather than sent and answered with a 401
+        self.context.token_expiry_time = self.store.expires_at()
+
+    async def _perform_authorization(self) -> Any:
+        # the SDK asks for the scopes the server names; kernos asks for the configured ones too
+        self.context.client_metadata.scope = union_scopes(
+            self.context.client_metadata.scope, self._scopes
+        )
+        return await super()._perform_authorization()
+
+
+def configured_client(
+    config: McpServerConfig, redirect_uri: str, config_file: Path | None, server: str
+) -> OAuthClientInformationFull | None:
+    """The pre-registered client ``client_id`` / ``client_secret_env`` name, or None.
+
+    Raises:
+        ConfigError: ``client_secret_env`` names an unset variable.
+    """
+    if config.client_id is None:
+        return None
+    secret = None
+    if config.client_secret_env is not None:
+        secret = os.environ.get(config.client_secret_env, "").strip()
+        if not secret:
+            raise ConfigError(
+                config_file,
+                f"mcp.{server}.client_secret_env",
+                f"the variable {config.client_secret_env} is unset or empty",
+                "set it to the OAuth client's secret",
+            )
+        register_secrets(secret)
+    return OAuthClientInformationFull(
+        client_id=config.client_id,
+        client_secret=secret,
+        redirect_uris=[redirect_uri],
+        token_endpoint_auth_method="client_secret_post" if secret else "none",
+    )
+
+
+def run_auth(
+    server: str, config: McpServerConfig, home: Path, *, config_file: Path | None
+) -> KernosOAuth:
+    """The OAuth of a run (or a status check): the stored login, refreshed silently, never a
+    person asked.
+
+    Raises:
+        McpLoginNeeded: no usable login is stored (checked before any connection).
+    """
+    assert config.url is not None
+    client = configured_client(config, _NO_REDIRECT, config_file, server)
+    store = TokenFile(token_path(home, server), config.url, client)
+    problem = login_state(store, time.time())
+    if problem is not None:
+        raise McpLoginNeeded(config_file, server, problem)
+    return KernosOAuth(server, config, store, config_file=config_file)
+
+
+class _QuietLoginNeeded(logging.Filter):
+    """On the SDK's OAuth logger: "Token refresh failed" and "OAuth flow error" with a traceback,
+    for a login kernos refused to wait for, are said once by kernos as one line instead (with
+    no handler of its own, the SDK's logger would print them on stderr)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, McpLoginNeeded):
+            return False
+        return not str(record.msg).startswith("Token refresh failed")
+
+
+_QUIET = _QuietLoginNeeded()
+_sdk_log = logging.getLogger(OAuthClientProvider.__module__)
+if _QUIET not in _sdk_log.filters:
+    _sdk_log.addFilter(_QUIET)
