@@ -41,6 +41,7 @@ if typing.TYPE_CHECKING:
         McpToolset,
         mcp_tool_name,
     )
+    from kernos.tools._mcp_login import McpServerStatus, mcp_login, mcp_logout, mcp_status
     from kernos.tools._paths import MAX_FILE_BYTES, LocalWorkspace, PathRefused, WorkspacePaths
     from kernos.tools._select import (
         CLAUDE_CODE_TOOLS,
@@ -64,6 +65,7 @@ __all__ = [
     "LocalWorkspace",
     "McpAgentToolset",
     "McpServerError",
+    "McpServerStatus",
     "McpServers",
     "McpToolset",
     "PathRefused",
@@ -85,6 +87,9 @@ __all__ = [
     "load_function",
     "matches",
     "mcp_later",
+    "mcp_login",
+    "mcp_logout",
+    "mcp_status",
     "mcp_tool_name",
     "select_mcp_tools",
     "select_tools",

@@ -1,0 +1,192 @@
+"""An OAuth-protected MCP server on loopback, built from the SDK's server auth pieces.
+
+``OAuthDocsServer`` runs the SDK's ``MCPServer`` with ``AuthSettings`` (protected resource
+metadata, authorization server metadata, dynamic client registration, PKCE, refresh) over
+:class:`MemoryAuthServer`, an in-memory ``OAuthAuthorizationServerProvider`` that approves every
+authorization at once (the "person" said yes) and can expire or revoke what it issued, so a test
+makes a token stale without waiting for a clock.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import uvicorn
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    TokenError,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+SCOPE = "docs.read"
+#: what the docs server's one tool answers (a run's tool result shows it)
+ANSWER = "docs: 2 pages mention {query!r}"
+
+
+@dataclass
+class MemoryAuthServer:
+    """The authorization server's state, in memory; every method is the SDK's provider protocol
+    except the test levers (:meth:`expire_access`, :meth:`revoke_refresh`)."""
+
+    access_lifetime: int = 3600
+    clients: dict[str, OAuthClientInformationFull] = field(default_factory=dict)
+    codes: dict[str, AuthorizationCode] = field(default_factory=dict)
+    access: dict[str, AccessToken] = field(default_factory=dict)
+    refresh: dict[str, RefreshToken] = field(default_factory=dict)
+    #: grant types the token endpoint served, in order ("authorization_code", "refresh_token")
+    grants: list[str] = field(default_factory=list)
+    #: authorization requests seen (their scopes and resource)
+    authorizations: list[AuthorizationParams] = field(default_factory=list)
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        self.authorizations.append(params)
+        code = secrets.token_urlsafe(24)
+        assert client.client_id is not None
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or [SCOPE],
+            expires_at=time.time() + 300,
+            client_id=client.client_id,
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+        )
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
+        return self.codes.get(authorization_code)
+
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+        access = "at-" + secrets.token_urlsafe(24)
+        refresh = "rt-" + secrets.token_urlsafe(24)
+        expires = int(time.time()) + self.access_lifetime
+        self.access[access] = AccessToken(
+            token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource
+        )
+        self.refresh[refresh] = RefreshToken(
+            token=refresh, client_id=client_id, scopes=scopes, resource=resource
+        )
+        return OAuthToken(
+            access_token=access,
+            expires_in=self.access_lifetime,
+            scope=" ".join(scopes),
+            refresh_token=refresh,
+        )
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        self.codes.pop(authorization_code.code, None)
+        self.grants.append("authorization_code")
+        return self._issue(
+            authorization_code.client_id, authorization_code.scopes, authorization_code.resource
+        )
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
+        return self.refresh.get(refresh_token)
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        if self.refresh.pop(refresh_token.token, None) is None:
+            raise TokenError(error="invalid_grant", error_description="refresh token revoked")
+        self.grants.append("refresh_token")
+        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, None)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        found = self.access.get(token)
+        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+            return None
+        return found
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.access.pop(token.token, None)
+        self.refresh.pop(token.token, None)
+
+    # -- test levers ----------------------------------------------------------------------------
+    def expire_access(self) -> None:
+        """Every access token issued so far is refused from now on (as if its time was up)."""
+        self.access.clear()
+
+    def revoke_refresh(self) -> None:
+        """Every refresh token issued so far is refused from now on."""
+        self.refresh.clear()
+
+
+@dataclass
+class OAuthDocsServer:
+    url: str
+    auth: MemoryAuthServer
+
+
+@contextmanager
+def oauth_docs_server() -> Iterator[OAuthDocsServer]:
+    """The server, started in a thread on a free loopback port; stopped on exit."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    auth = MemoryAuthServer()
+    mcp = MCPServer(
+        "docs",
+        auth_server_provider=auth,
+        auth=AuthSettings(
+            issuer_url=base,  # type: ignore[arg-type]
+            resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
+            client_registration_options=ClientRegistrationOptions(
+                enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
+            ),
+            required_scopes=[SCOPE],
+            validate_token_resource=False,
+        ),
+    )
+
+    @mcp.tool()
+    def search(query: str) -> str:
+        """Search the docs."""
+        return ANSWER.format(query=query)
+
+    config = uvicorn.Config(
+        mcp.streamable_http_app(), host="127.0.0.1", port=port, log_level="error", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(600):
+        if server.started:
+            break
+        threading.Event().wait(0.05)
+    assert server.started, "the OAuth docs MCP server did not start"
+    try:
+        yield OAuthDocsServer(f"{base}/mcp", auth)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
