@@ -9,6 +9,7 @@ makes a token stale without waiting for a clock.
 
 from __future__ import annotations
 
+import json
 import secrets
 import socket
 import threading
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from mcp.server.auth.provider import (
@@ -31,6 +33,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 SCOPE = "docs.read"
+#: the scope the docs server's `publish` tool needs beyond SCOPE (a step-up)
+WRITE_SCOPE = "docs.write"
 #: what the docs server's one tool answers (a run's tool result shows it)
 ANSWER = "docs: 2 pages mention {query!r}"
 
@@ -55,6 +59,9 @@ class MemoryAuthServer:
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
+        # a server may widen what it registers (RFC 7591 §3.2.1): every scope it knows, so a
+        # later step-up may ask for more than the first login did
+        client_info.scope = f"{SCOPE} {WRITE_SCOPE}"
         self.clients[client_info.client_id] = client_info
 
     async def authorize(
@@ -139,6 +146,60 @@ class MemoryAuthServer:
         self.refresh.clear()
 
 
+class _WriteNeedsScope:
+    """ASGI middleware: a ``tools/call`` of ``publish`` whose bearer token lacks WRITE_SCOPE
+    gets 403 ``insufficient_scope`` naming the scopes it needs (the MCP step-up challenge)."""
+
+    def __init__(self, app: Any, auth: MemoryAuthServer) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[Any] = []
+        body = b""
+        while True:
+            message = await receive()
+            chunks.append(message)
+            body += message.get("body", b"")
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = {}
+        params = request.get("params") if isinstance(request, dict) else None
+        if (
+            isinstance(params, dict)
+            and request.get("method") == "tools/call"
+            and params.get("name") == "publish"
+        ):
+            headers = dict(scope.get("headers") or [])
+            token = headers.get(b"authorization", b"").decode().removeprefix("Bearer ")
+            granted = self.auth.access.get(token)
+            if granted is not None and WRITE_SCOPE not in granted.scopes:
+                challenge = (
+                    f'Bearer error="insufficient_scope", scope="{SCOPE} {WRITE_SCOPE}", '
+                    'error_description="publish needs docs.write"'
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 403,
+                        "headers": [(b"www-authenticate", challenge)],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b""})
+                return
+
+        async def replay() -> Any:
+            return chunks.pop(0) if chunks else await receive()
+
+        await self.app(scope, replay, send)
+
+
 @dataclass
 class OAuthDocsServer:
     url: str
@@ -173,9 +234,13 @@ def oauth_docs_server() -> Iterator[OAuthDocsServer]:
         """Search the docs."""
         return ANSWER.format(query=query)
 
-    config = uvicorn.Config(
-        mcp.streamable_http_app(), host="127.0.0.1", port=port, log_level="error", lifespan="on"
-    )
+    @mcp.tool()
+    def publish(page: str) -> str:
+        """Publish a page (needs the write scope)."""
+        return f"published {page}"
+
+    app = _WriteNeedsScope(mcp.streamable_http_app(), auth)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

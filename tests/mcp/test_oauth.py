@@ -21,7 +21,13 @@ import pytest
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests.conftest import KERNOS
 from tests.mcp.conftest import kernos, kernos_env, toml_str, tool_data
-from tests.mcp.oauth_server import ANSWER, OAuthDocsServer, oauth_docs_server
+from tests.mcp.oauth_server import (
+    ANSWER,
+    SCOPE,
+    WRITE_SCOPE,
+    OAuthDocsServer,
+    oauth_docs_server,
+)
 
 URL_LINE = re.compile(r"^(http://127\.0\.0\.1:\d+/authorize\?\S+)$", re.M)
 
@@ -101,7 +107,7 @@ def test_login_stores_private_tokens_and_a_run_calls_the_server_with_them(
     write_config(tmp_path, docs)
     login = log_in(tmp_path)
     assert login.returncode == 0, login.stderr
-    assert "logged in to [docs]: 1 tools" in login.stderr
+    assert "logged in to [docs]: 2 tools" in login.stderr
     # discovery, dynamic registration and PKCE went through the server's own endpoints
     assert len(docs.auth.clients) == 1
     assert docs.auth.grants == ["authorization_code"]
@@ -209,7 +215,7 @@ def test_status_says_needs_login_then_connected_and_logout_forgets(
     assert json.loads(after.stdout)["servers"][0] == {
         "server": "docs",
         "state": "connected",
-        "tools": 1,
+        "tools": 2,
         "reason": None,
         "fix": None,
     }
@@ -271,3 +277,33 @@ def test_the_token_file_is_replaced_atomically_and_stays_private(tmp_path: Path)
     assert {"access-one-123", "access-two-456", "refresh-two-789"} <= known_secrets()
     # a file written for another URL is not this server's login
     assert TokenFile(path, "http://127.0.0.1:2/mcp").tokens() is None
+
+
+def test_a_call_needing_more_scope_is_refused_with_the_login_to_run_which_asks_for_it(
+    docs: OAuthDocsServer, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    write_config(tmp_path, docs)
+    assert log_in(tmp_path).returncode == 0
+    assert docs.auth.authorizations[-1].scopes == [SCOPE]
+    server.script(
+        tool_call("docs__publish", '{"page": "intro"}'),
+        text("I could not publish.", when="needs scope docs.write"),
+    )
+    result = kernos("run", "Publish intro.", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    refusal = server.tool_results()[0]  # kernos's own words: not delimited as server data
+    assert refusal.startswith("`docs__publish` needs scope docs.write on MCP server [docs]")
+    assert "kernos mcp login docs" in refusal
+    assert docs.auth.grants == ["authorization_code"]  # no new authorization began
+
+    # the next login asks for the union of the scopes seen, and the call then goes through
+    assert log_in(tmp_path).returncode == 0
+    assert docs.auth.authorizations[-1].scopes == [SCOPE, WRITE_SCOPE]
+    server.script(
+        tool_call("docs__publish", '{"page": "intro"}'),
+        text("Published.", when="published intro"),
+    )
+    again = kernos("run", "Publish intro.", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "Published.\n"

@@ -52,7 +52,7 @@ from kernos.runtime import (
     kernos_home,
 )
 from kernos.tools._limits import cut_text, schema_problem
-from kernos.tools._mcp_auth import KernosOAuth, run_auth
+from kernos.tools._mcp_auth import KernosOAuth, login_refusal, run_auth
 from kernos.tools._select import select_mcp_tools
 
 log = logging.getLogger("kernos.mcp")
@@ -411,6 +411,9 @@ class McpToolset:
         try:
             result = await session.call_tool(tool, args, read_timeout_seconds=self.config.timeout)
         except MCPError as exc:
+            refusal = login_refusal(self.oauth, offered, ours)  # an OAuth step-up or expiry
+            if refusal is not None:
+                return refusal
             if exc.code == mcp_types.REQUEST_TIMEOUT:
                 return ToolResult(
                     text=(

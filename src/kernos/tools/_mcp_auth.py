@@ -37,6 +37,7 @@ from mcp.shared.auth import (
 )
 from pydantic import ValidationError
 
+from kernos.boundary import ToolResult
 from kernos.errors import ConfigError, McpLoginNeeded
 from kernos.runtime import McpServerConfig, register_secrets
 
@@ -124,6 +125,20 @@ class TokenFile:
         value = self.read().get("expires_at")
         return float(value) if isinstance(value, int | float) else None
 
+    def wanted_scopes(self) -> str | None:
+        """The scopes a step-up asked for, which the next login asks for too (None: none)."""
+        wanted = self.read().get("wanted_scopes")
+        return " ".join(str(s) for s in wanted) if isinstance(wanted, list) and wanted else None
+
+    def want_scopes(self, scopes: list[str]) -> None:
+        record = self.read()
+        if not record:
+            return
+        known = record.get("wanted_scopes")
+        seen = known if isinstance(known, list) else []
+        record["wanted_scopes"] = list(dict.fromkeys([*seen, *scopes]))
+        self._write(record)
+
     def forget_tokens(self) -> None:
         """Drop the tokens, keeping the registered client (a login starts so)."""
         record = self.read()
@@ -201,7 +216,9 @@ class KernosOAuth(OAuthClientProvider):
         self.store = store
         self.config_file = config_file
         self.refused: McpLoginNeeded | None = None
-        self._scopes = " ".join(config.scopes) or None
+        #: the scopes a 403 ``insufficient_scope`` asked for beyond the login's (a step-up)
+        self.step_up: list[str] = []
+        self._scopes = union_scopes(" ".join(config.scopes) or None, store.wanted_scopes())
         metadata = OAuthClientMetadata(
             client_name=_CLIENT_NAME,
             redirect_uris=[redirect_uri],
@@ -218,11 +235,18 @@ class KernosOAuth(OAuthClientProvider):
         )
 
     async def _no_person(self, url: str) -> None:
-        self.refused = McpLoginNeeded(
-            self.config_file,
-            self.server,
-            "its login expired or was refused, and a refresh did not renew it",
-        )
+        wanted = (self.context.client_metadata.scope or "").split()
+        tokens = self.context.current_tokens
+        granted = set((tokens.scope or "").split()) if tokens is not None else set()
+        missing = [scope for scope in wanted if scope not in granted]
+        if tokens is not None and missing:
+            # a step-up: the next login asks for the union of the scopes seen
+            self.store.want_scopes(wanted)
+            problem = f"the server asks for more scope ({' '.join(missing)}) than the login gave"
+            self.step_up = missing
+        else:
+            problem = "its login expired or was refused, and a refresh did not renew it"
+        self.refused = McpLoginNeeded(self.config_file, self.server, problem)
         raise self.refused
 
     async def _no_callback(self) -> AuthorizationCodeResult:  # never reached: _no_person raised
@@ -241,6 +265,38 @@ class KernosOAuth(OAuthClientProvider):
             self.context.client_metadata.scope, self._scopes
         )
         return await super()._perform_authorization()
+
+
+def login_refusal(
+    oauth: KernosOAuth | None, offered: str, details: dict[str, Any]
+) -> ToolResult | None:
+    """The coded result of a call the server refused for want of a login kernos would not wait
+    for (a scope step-up, or an expiry no refresh renewed), or None when that is not why."""
+    if oauth is None or oauth.refused is None:
+        return None
+    server = oauth.server
+    if oauth.step_up:
+        needed = " ".join(oauth.step_up)
+        text = (
+            f"`{offered}` needs scope {needed} on MCP server [{server}], which its login did not "
+            f"grant; a person must run `kernos mcp login {server}` to grant it. Do the task "
+            "without this tool for now."
+        )
+    else:
+        text = (
+            f"The login to MCP server [{server}] expired and could not be renewed, so "
+            f"`{offered}` cannot be used; a person must run `kernos mcp login {server}`."
+        )
+    return ToolResult(
+        text=text,
+        details={
+            **details,
+            "code": "mcp_login_needed",
+            "stage": "execute",
+            "scopes": oauth.step_up,
+        },
+        is_error=True,
+    )
 
 
 def configured_client(
