@@ -287,7 +287,8 @@ def test_a_call_needing_more_scope_is_refused_with_the_login_to_run_which_asks_f
     assert docs.auth.authorizations[-1].scopes == [SCOPE]
     server.script(
         tool_call("docs__publish", '{"page": "intro"}'),
-        text("I could not publish.", when="needs scope docs.write"),
+        tool_call("docs__search", '{"query": "intro"}', when="needs scope docs.write"),
+        text("I could not publish.", when="cannot be used in this run"),
     )
     result = kernos("run", "Publish intro.", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
     assert result.returncode == 0, result.stderr
@@ -295,6 +296,10 @@ def test_a_call_needing_more_scope_is_refused_with_the_login_to_run_which_asks_f
     refusal = server.tool_results()[0]  # kernos's own words: not delimited as server data
     assert refusal.startswith("`docs__publish` needs scope docs.write on MCP server [docs]")
     assert "kernos mcp login docs" in refusal
+    # the refused step-up closed that server's connection: its other tools say why too
+    later = server.tool_results()[1]
+    assert "`docs__search` cannot be used in this run" in later
+    assert "kernos mcp login docs" in later
     assert docs.auth.grants == ["authorization_code"]  # no new authorization began
 
     # the next login asks for the union of the scopes seen, and the call then goes through

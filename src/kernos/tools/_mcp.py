@@ -398,6 +398,9 @@ class McpToolset:
         offered = offered or mcp_tool_name(self.server, tool)
         base = {"tool": offered, "server": self.server, "mcp_tool": tool}
         ours = {**base, "source": KERNOS_SOURCE}  # errors kernos writes are not the server's text
+        refusal = login_refusal(self.oauth, offered, ours)  # a login kernos will not wait for
+        if refusal is not None:
+            return refusal
         session = self._session
         if session is None:
             return ToolResult(
@@ -411,7 +414,7 @@ class McpToolset:
         try:
             result = await session.call_tool(tool, args, read_timeout_seconds=self.config.timeout)
         except MCPError as exc:
-            refusal = login_refusal(self.oauth, offered, ours)  # an OAuth step-up or expiry
+            refusal = login_refusal(self.oauth, offered, ours)  # refused during this call
             if refusal is not None:
                 return refusal
             if exc.code == mcp_types.REQUEST_TIMEOUT:

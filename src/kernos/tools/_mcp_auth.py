@@ -218,6 +218,8 @@ class KernosOAuth(OAuthClientProvider):
         self.refused: McpLoginNeeded | None = None
         #: the scopes a 403 ``insufficient_scope`` asked for beyond the login's (a step-up)
         self.step_up: list[str] = []
+        #: the tool whose call met the step-up (the first refused after it)
+        self.step_up_tool: str | None = None
         self._scopes = union_scopes(" ".join(config.scopes) or None, store.wanted_scopes())
         metadata = OAuthClientMetadata(
             client_name=_CLIENT_NAME,
@@ -275,18 +277,26 @@ def login_refusal(
     if oauth is None or oauth.refused is None:
         return None
     server = oauth.server
-    if oauth.step_up:
+    if oauth.step_up and oauth.step_up_tool in (None, offered):
         needed = " ".join(oauth.step_up)
         text = (
             f"`{offered}` needs scope {needed} on MCP server [{server}], which its login did not "
             f"grant; a person must run `kernos mcp login {server}` to grant it. Do the task "
             "without this tool for now."
         )
+    elif oauth.step_up:
+        text = (
+            f"MCP server [{server}] closed its connection when a call needed more scope than "
+            f"its login gave, so `{offered}` cannot be used in this run; a person must run "
+            f"`kernos mcp login {server}`."
+        )
     else:
         text = (
             f"The login to MCP server [{server}] expired and could not be renewed, so "
             f"`{offered}` cannot be used; a person must run `kernos mcp login {server}`."
         )
+    if oauth.step_up and oauth.step_up_tool is None:
+        oauth.step_up_tool = offered
     return ToolResult(
         text=text,
         details={
