@@ -53,6 +53,8 @@ class MemoryAuthServer:
     grants: list[str] = field(default_factory=list)
     #: authorization requests seen (their scopes and resource)
     authorizations: list[AuthorizationParams] = field(default_factory=list)
+    #: set: the authorization server's metadata names this issuer instead of its own
+    wrong_issuer: str | None = None
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -148,13 +150,21 @@ class MemoryAuthServer:
 
 class _WriteNeedsScope:
     """ASGI middleware: a ``tools/call`` of ``publish`` whose bearer token lacks WRITE_SCOPE
-    gets 403 ``insufficient_scope`` naming the scopes it needs (the MCP step-up challenge)."""
+    gets 403 ``insufficient_scope`` naming the scopes it needs (the MCP step-up challenge); with
+    ``wrong_issuer`` set, the authorization server's metadata names another issuer."""
 
     def __init__(self, app: Any, auth: MemoryAuthServer) -> None:
         self.app = app
         self.auth = auth
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"].startswith("/.well-known/oauth-authorization-server")
+            and self.auth.wrong_issuer is not None
+        ):
+            await self._rewrite_issuer(scope, receive, send, self.auth.wrong_issuer)
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -198,6 +208,25 @@ class _WriteNeedsScope:
             return chunks.pop(0) if chunks else await receive()
 
         await self.app(scope, replay, send)
+
+    async def _rewrite_issuer(self, scope: Any, receive: Any, send: Any, issuer: str) -> None:
+        start: dict[str, Any] = {}
+        body = bytearray()
+
+        async def capture(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            else:
+                body.extend(message.get("body", b""))
+
+        await self.app(scope, receive, capture)
+        data = json.loads(bytes(body))
+        data["issuer"] = issuer
+        out = json.dumps(data).encode()
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(out)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": out})
 
 
 @dataclass

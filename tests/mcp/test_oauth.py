@@ -312,3 +312,20 @@ def test_a_call_needing_more_scope_is_refused_with_the_login_to_run_which_asks_f
     again = kernos("run", "Publish intro.", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
     assert again.returncode == 0, again.stderr
     assert again.stdout == "Published.\n"
+
+
+def test_login_refuses_an_authorization_server_whose_metadata_names_another_issuer(
+    docs: OAuthDocsServer, tmp_path: Path
+) -> None:
+    write_config(tmp_path, docs)
+    docs.auth.wrong_issuer = "http://127.0.0.1:9"
+    result = kernos("mcp", "login", "docs", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "mcp.docs" in lines[0] and "issuer" in lines[0].lower()
+    # nothing was registered, authorized or stored with the impostor's metadata
+    assert docs.auth.clients == {} and docs.auth.authorizations == []
+    assert not token_file(tmp_path).exists()
+    # the SDK's account of it, traceback and all, is in kernos.log rather than on the terminal
+    assert "issuer mismatch" in (tmp_path / ".kernos" / "kernos.log").read_text()

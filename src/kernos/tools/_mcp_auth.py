@@ -356,19 +356,20 @@ def run_auth(
     return KernosOAuth(server, config, store, config_file=config_file)
 
 
-class _QuietLoginNeeded(logging.Filter):
-    """On the SDK's OAuth logger: "Token refresh failed" and "OAuth flow error" with a traceback,
-    for a login kernos refused to wait for, are said once by kernos as one line instead (with
-    no handler of its own, the SDK's logger would print them on stderr)."""
+class _OAuthLogToKernos(logging.Filter):
+    """On the SDK's OAuth logger (which has no handler, so its warnings would reach stderr
+    through logging's last resort, a traceback and all): its records go to kernos's log
+    instead, and kernos says what failed once, as one line. A login kernos refused to wait
+    for is that line already, and is not logged again."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, McpLoginNeeded):
-            return False
-        return not str(record.msg).startswith("Token refresh failed")
+        if not isinstance(error, McpLoginNeeded) and log.hasHandlers():
+            log.log(record.levelno, "MCP OAuth: %s", record.getMessage(), exc_info=record.exc_info)
+        return False
 
 
-_QUIET = _QuietLoginNeeded()
+_QUIET = _OAuthLogToKernos()
 _sdk_log = logging.getLogger(OAuthClientProvider.__module__)
 if _QUIET not in _sdk_log.filters:
     _sdk_log.addFilter(_QUIET)
