@@ -329,3 +329,32 @@ def test_login_refuses_an_authorization_server_whose_metadata_names_another_issu
     assert not token_file(tmp_path).exists()
     # the SDK's account of it, traceback and all, is in kernos.log rather than on the terminal
     assert "issuer mismatch" in (tmp_path / ".kernos" / "kernos.log").read_text()
+
+
+def test_a_revoked_access_token_is_refreshed_on_the_servers_401(
+    docs: OAuthDocsServer, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    write_config(tmp_path, docs)
+    assert log_in(tmp_path).returncode == 0
+    docs.auth.expire_access()  # revoked: the stored expiry still says it is good
+    result = run_search(tmp_path, server)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Two pages.\n"
+    assert docs.auth.grants == ["authorization_code", "refresh_token"]
+    assert len(docs.auth.authorizations) == 1
+    saved = json.loads(token_file(tmp_path).read_text())
+    assert saved["tokens"]["access_token"] in docs.auth.access
+
+
+def test_a_revoked_token_that_cannot_be_refreshed_stops_the_run_early(
+    docs: OAuthDocsServer, server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    write_config(tmp_path, docs)
+    assert log_in(tmp_path).returncode == 0
+    docs.auth.expire_access()
+    docs.auth.revoke_refresh()
+    result = run_search(tmp_path, server)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "refused its token" in line and "kernos mcp login docs" in line
+    assert server.requests == []

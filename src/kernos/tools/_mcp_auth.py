@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import (
     AuthorizationCodeResult,
@@ -194,10 +194,12 @@ def login_state(store: TokenFile, now: float) -> str | None:
 
 
 class KernosOAuth(OAuthClientProvider):
-    """The SDK's provider, told the stored token's expiry and the configured scopes.
+    """The SDK's provider, told the stored token's expiry and the configured scopes; with no
+    person to ask (a run), a token the server refuses with a 401 is refreshed rather than
+    re-authorized.
 
     ``refused`` holds the :class:`McpLoginNeeded` raised when the SDK asked for a person and
-    none was there (a refresh failed in a run).
+    none was there (a refresh failed in a run, or a step-up).
     """
 
     def __init__(
@@ -221,6 +223,8 @@ class KernosOAuth(OAuthClientProvider):
         #: the tool whose call met the step-up (the first refused after it)
         self.step_up_tool: str | None = None
         self._scopes = union_scopes(" ".join(config.scopes) or None, store.wanted_scopes())
+        self._person = redirect_handler is not None
+        self._refreshing = False
         metadata = OAuthClientMetadata(
             client_name=_CLIENT_NAME,
             redirect_uris=[redirect_uri],
@@ -236,11 +240,17 @@ class KernosOAuth(OAuthClientProvider):
             client_metadata_url=config.client_metadata_url,
         )
 
-    async def _no_person(self, url: str) -> None:
+    def _missing_scopes(self) -> list[str]:
+        """The scopes the flow asks for that the stored login did not grant."""
         wanted = (self.context.client_metadata.scope or "").split()
         tokens = self.context.current_tokens
         granted = set((tokens.scope or "").split()) if tokens is not None else set()
-        missing = [scope for scope in wanted if scope not in granted]
+        return [scope for scope in wanted if scope not in granted]
+
+    async def _no_person(self, url: str) -> None:
+        wanted = (self.context.client_metadata.scope or "").split()
+        tokens = self.context.current_tokens
+        missing = self._missing_scopes()
         if tokens is not None and missing:
             # a step-up: the next login asks for the union of the scopes seen
             self.store.want_scopes(wanted)
@@ -266,7 +276,34 @@ class KernosOAuth(OAuthClientProvider):
         self.context.client_metadata.scope = union_scopes(
             self.context.client_metadata.scope, self._scopes
         )
+        tokens = self.context.current_tokens
+        if (
+            not self._person
+            and tokens is not None
+            and tokens.refresh_token
+            and not self._missing_scopes()
+        ):
+            # a 401 on a token kernos thought valid (revoked, or expired early): with no person
+            # to ask, the refresh grant is the way back; its answer goes through the SDK's own
+            # token handling (below)
+            self._refreshing = True
+            return await self._refresh_token()
         return await super()._perform_authorization()
+
+    async def _handle_token_response(self, response: Any) -> None:
+        refreshing, self._refreshing = self._refreshing, False
+        try:
+            await super()._handle_token_response(response)
+        except OAuthTokenError:
+            if not refreshing:
+                raise
+            self.context.clear_tokens()
+            self.refused = McpLoginNeeded(
+                self.config_file,
+                self.server,
+                "the server refused its token, and a refresh did not renew it",
+            )
+            raise self.refused from None
 
 
 def login_refusal(
