@@ -61,8 +61,8 @@ class MemoryAuthServer:
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
-        # a server may widen what it registers (RFC 7591 §3.2.1): every scope it knows, so a
-        # later step-up may ask for more than the first login did
+        # a server may widen what it registers (dynamic registration lets it): every scope it
+        # knows, so a later step-up may ask for more than the first login did
         client_info.scope = f"{SCOPE} {WRITE_SCOPE}"
         self.clients[client_info.client_id] = client_info
 

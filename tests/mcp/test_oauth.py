@@ -358,3 +358,37 @@ def test_a_revoked_token_that_cannot_be_refreshed_stops_the_run_early(
     (line,) = result.stderr.strip().splitlines()
     assert "refused its token" in line and "kernos mcp login docs" in line
     assert server.requests == []
+
+
+def test_login_state_and_server_status_are_pure_rules(tmp_path: Path) -> None:
+    import asyncio
+
+    from mcp.shared.auth import OAuthToken
+
+    from kernos.errors import McpLoginNeeded, McpServerError
+    from kernos.tools._mcp_auth import TokenFile, login_state
+    from kernos.tools._mcp_login import server_status
+
+    store = TokenFile(tmp_path / "docs.json", "http://127.0.0.1:1/mcp")
+    assert login_state(store, now=0) == "no login is stored"
+    asyncio.run(store.set_tokens(OAuthToken(access_token="short-lived-1", expires_in=60)))
+    assert login_state(store, now=time.time()) is None
+    assert login_state(store, now=time.time() + 120) == "its login expired and cannot be refreshed"
+    asyncio.run(
+        store.set_tokens(
+            OAuthToken(access_token="short-lived-2", expires_in=60, refresh_token="refresh-2x")
+        )
+    )
+    assert login_state(store, now=time.time() + 120) is None  # a run refreshes it
+
+    needs = server_status("docs", McpLoginNeeded(None, "docs", "no login is stored"))
+    assert (needs.state, needs.fix, needs.usable) == (
+        "needs_login",
+        "run `kernos mcp login docs`",
+        False,
+    )
+    down = server_status("git", McpServerError(None, "mcp.git", "the server did not start", "x"))
+    assert (down.state, down.reason) == ("failed", "the server did not start")
+    up = server_status("time", ["a", "b"])
+    assert (up.state, up.tools, up.usable) == ("connected", 2, True)
+    assert up.line() == "time: connected (2 tools)"
