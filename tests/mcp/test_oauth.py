@@ -392,3 +392,21 @@ def test_login_state_and_server_status_are_pure_rules(tmp_path: Path) -> None:
     up = server_status("time", ["a", "b"])
     assert (up.state, up.tools, up.usable) == ("connected", 2, True)
     assert up.line() == "time: connected (2 tools)"
+
+
+def test_a_browser_is_opened_only_where_there_is_a_display(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from kernos.tools._mcp_login import has_display
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert not has_display()  # a server, a container, ssh: the URL is printed only
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    assert has_display()
+    monkeypatch.delenv("WAYLAND_DISPLAY")
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert has_display()
