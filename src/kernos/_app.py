@@ -97,7 +97,7 @@ class SharedMcpServers:
         from kernos.tools import McpToolset
 
         self.toolsets: dict[str, McpToolset] = {
-            name: McpToolset(name, server, config_file=config.path)
+            name: McpToolset(name, server, config_file=config.path, home=config.home)
             for name, server in config.mcp.items()
             if not server.per_session
         }

@@ -7,6 +7,7 @@
     │   ├── NoModelError             no model named anywhere
     │   ├── StoreError               the store is damaged, unreachable or cannot be created
     │   └── McpServerError           an MCP server did not start, or its tools collide
+    │       └── McpLoginNeeded       an OAuth MCP server has no usable login: ``kernos mcp login``
     ├── CassetteError                a cassette cannot be read, or cannot answer a request
     ├── ToolError                    a call refused: ``code`` for programs, a sentence for the model
     │   ├── PathRefused              a tool's path outside what the workspace allows
@@ -51,6 +52,7 @@ __all__ = [
     "EmptyAnswers",
     "Interrupted",
     "KernosError",
+    "McpLoginNeeded",
     "McpServerError",
     "NoModelError",
     "NotRegularFile",
@@ -120,6 +122,16 @@ class StoreError(ConfigError):
 
 class McpServerError(ConfigError):
     """An MCP server did not start, or its tools cannot be offered (names collide)."""
+
+
+class McpLoginNeeded(McpServerError):
+    """An ``auth = "oauth"`` MCP server has no usable login: no tokens stored, or they expired
+    and could not be refreshed. The fix names ``kernos mcp login NAME``; nothing waits for a
+    browser."""
+
+    def __init__(self, file: str | Path | None, server: str, problem: str) -> None:
+        super().__init__(file, f"mcp.{server}", problem, f"run `kernos mcp login {server}`")
+        self.server = server
 
 
 class CassetteError(KernosError):

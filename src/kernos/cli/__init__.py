@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from typer import _click
 
 #: every command, in the order ``kernos --help`` lists them, and the module whose ``register``
-#: adds it (``send`` adds ``send`` and ``channels``; ``tasks`` and ``config`` are groups)
+#: adds it (``send`` adds ``send`` and ``channels``; ``mcp``, ``tasks`` and ``config`` are groups,
+#: which typer lists after the plain commands)
 COMMANDS = {
     "init": "init",
     "run": "run",
@@ -35,11 +36,11 @@ COMMANDS = {
     "send": "send",
     "channels": "send",
     "tools": "tools",
-    "mcp": "mcp",
     "usage": "usage",
     "worker": "worker",
     "teams": "teams",
     "sessions": "sessions",
+    "mcp": "mcp",
     "tasks": "tasks",
     "config": "config",
 }

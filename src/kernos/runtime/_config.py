@@ -406,6 +406,19 @@ class McpServerConfig(_Strict):
     max_result_bytes: int = Field(default=1_048_576, ge=1024)
     #: ``kernos mcp`` starts one copy per client session instead of one shared copy
     per_session: bool = False
+    # -- OAuth (a url server only): ``kernos mcp login NAME`` stores its tokens in the state
+    # directory; runs refresh them and never wait for a browser
+    #: ``"oauth"``: the server needs the MCP authorization flow (``kernos mcp login NAME``)
+    auth: Literal["oauth"] | None = None
+    #: a pre-registered OAuth client's id (unset: dynamic registration, or client_metadata_url)
+    client_id: str | None = None
+    #: the environment variable holding that client's secret (a confidential client)
+    client_secret_env: str | None = None
+    #: scopes asked for at login, besides those the server asks for
+    scopes: list[str] = Field(default_factory=list)
+    #: an HTTPS URL of this client's metadata document, used as its client id where the
+    #: authorization server supports it (Client ID Metadata Documents)
+    client_metadata_url: str | None = None
 
     @property
     def call_limit(self) -> float:
@@ -419,6 +432,33 @@ class McpServerConfig(_Strict):
             raise PydanticCustomError(
                 "mcp_transport",
                 "set exactly one of command (a stdio server) or url (Streamable HTTP)",
+            )
+        given = {
+            "client_id": self.client_id is not None,
+            "client_secret_env": self.client_secret_env is not None,
+            "scopes": bool(self.scopes),
+            "client_metadata_url": self.client_metadata_url is not None,
+        }
+        oauth_keys = [key for key, present in given.items() if present]
+        if self.auth is None and oauth_keys:
+            raise PydanticCustomError(
+                "mcp_oauth",
+                '{keys} apply to auth = "oauth" only: add it, or remove them',
+                {"keys": ", ".join(oauth_keys)},
+            )
+        if self.auth == "oauth" and self.url is None:
+            raise PydanticCustomError(
+                "mcp_oauth", 'auth = "oauth" needs a url server (Streamable HTTP), not a command'
+            )
+        if self.client_secret_env is not None and self.client_id is None:
+            raise PydanticCustomError(
+                "mcp_oauth", "client_secret_env needs the client_id it belongs to"
+            )
+        url = self.client_metadata_url
+        if url is not None and not re.match(r"^https://[^/\s]+/\S+$", url):
+            raise PydanticCustomError(
+                "mcp_oauth",
+                "client_metadata_url must be an https URL with a path (the metadata document)",
             )
         return self
 

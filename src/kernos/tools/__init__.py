@@ -43,6 +43,7 @@ if typing.TYPE_CHECKING:
         McpToolset,
         mcp_tool_name,
     )
+    from kernos.tools._mcp_login import McpServerStatus, mcp_login, mcp_logout, mcp_status
     from kernos.tools._paths import MAX_FILE_BYTES, LocalWorkspace, PathRefused, WorkspacePaths
     from kernos.tools._select import (
         CLAUDE_CODE_TOOLS,
@@ -77,6 +78,7 @@ __all__ = [
     "LocalWorkspace",
     "McpAgentToolset",
     "McpServerError",
+    "McpServerStatus",
     "McpServers",
     "McpToolset",
     "PathRefused",
@@ -101,6 +103,9 @@ __all__ = [
     "load_function",
     "matches",
     "mcp_later",
+    "mcp_login",
+    "mcp_logout",
+    "mcp_status",
     "mcp_tool_name",
     "on_a_terminal",
     "select_mcp_tools",

@@ -52,9 +52,11 @@ from kernos.runtime import (
     McpServerConfig,
     delimited,
     from_source,
+    kernos_home,
 )
 from kernos.tools._elicit import nobody_asked_note
 from kernos.tools._limits import cut_text, schema_problem
+from kernos.tools._mcp_auth import KernosOAuth, login_refusal, run_auth
 from kernos.tools._select import select_mcp_tools
 
 log = logging.getLogger("kernos.mcp")
@@ -169,9 +171,19 @@ class McpToolset:
     """
 
     def __init__(
-        self, server: str, config: McpServerConfig, *, config_file: Path | None = None
+        self,
+        server: str,
+        config: McpServerConfig,
+        *,
+        config_file: Path | None = None,
+        home: Path | None = None,
+        oauth: KernosOAuth | None = None,
     ) -> None:
         self.server = server
+        # auth = "oauth": the tokens are under ``home`` (the state directory); ``oauth`` is the
+        # provider of a login under way (:mod:`kernos.tools._mcp_login`), else a run's is made
+        self.home = home
+        self.oauth = oauth
         self.name = f"mcp:{server}"
         self.config = config
         self.config_file = config_file
@@ -296,7 +308,12 @@ class McpToolset:
                 url = response.request.url.copy_with(query=None, fragment=None)
                 self._http_refusal = f"HTTP {response.status_code} from {url}"
 
+        if config.auth == "oauth" and self.oauth is None:
+            self.oauth = run_auth(
+                self.server, config, self.home or kernos_home(), config_file=self.config_file
+            )
         http = httpx2.AsyncClient(
+            auth=self.oauth,
             headers=dict(config.headers),
             timeout=httpx2.Timeout(config.timeout, read=max(300.0, config.timeout)),
             event_hooks={"response": [note_refusal]},
@@ -314,6 +331,10 @@ class McpToolset:
 
     def _start_error(self, exc: BaseException) -> McpServerError:
         exc = _leaf(exc)
+        if isinstance(exc, McpServerError):
+            return exc  # a login kernos will not wait for (run_auth), already one line
+        if self.oauth is not None and self.oauth.refused is not None:
+            return self.oauth.refused
         reason = _reason(exc)
         if isinstance(exc, TimeoutError):
             reason = f"no answer to initialize within {self.config.timeout:g} s"
@@ -407,6 +428,9 @@ class McpToolset:
         offered = offered or mcp_tool_name(self.server, tool)
         base = {"tool": offered, "server": self.server, "mcp_tool": tool}
         ours = {**base, "source": KERNOS_SOURCE}  # errors kernos writes are not the server's text
+        refusal = login_refusal(self.oauth, offered, ours)  # a login kernos will not wait for
+        if refusal is not None:
+            return refusal
         session = self._session
         if session is None:
             return ToolResult(
@@ -448,6 +472,9 @@ class McpToolset:
                     tool, args, read_timeout_seconds=limit, progress_callback=on_progress
                 )
             except MCPError as exc:
+                refusal = login_refusal(self.oauth, offered, ours)  # refused during this call
+                if refusal is not None:
+                    return refusal
                 if exc.code != mcp_types.REQUEST_TIMEOUT:
                     closed = exc.code == mcp_types.CONNECTION_CLOSED
                     code = "mcp_unavailable" if closed else "mcp_error"
@@ -610,7 +637,7 @@ class McpServers:
     def __init__(self, config: Config, *, shared: Mapping[str, McpToolset] | None = None) -> None:
         shared = shared or {}
         self.toolsets = [
-            shared.get(name) or McpToolset(name, server, config_file=config.path)
+            shared.get(name) or McpToolset(name, server, config_file=config.path, home=config.home)
             for name, server in config.mcp.items()
         ]
         self._owned = [t for t in self.toolsets if t.server not in shared]
