@@ -242,6 +242,7 @@ def test_description_sizes_are_pinned() -> None:
     sizes = {p.name: len(p.read_text(encoding="utf-8")) for p in sorted(TEXTS.glob("*.md"))}
     assert sizes == {
         "edit_file.md": 357,
+        "elicitation_cancelled.md": 255,
         "list_files.md": 486,
         "read_file.md": 481,
         "search_files.md": 707,

@@ -12,7 +12,6 @@ approval: only the approver the process was started with.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import weakref
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from wcmatch import fnmatch as wcfnmatch
 
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
+from kernos.runtime._foreign import rewrapped
 from kernos.runtime._permissions import RULES, Decision, Rule, decide, offered
 from kernos.runtime._secrets import scrub_text, scrub_value
 from kernos.runtime._session import Session
@@ -188,7 +188,7 @@ class Permissions:
             return await inner(params, ctx)
 
         _GUARDED.add(execute)
-        return dataclasses.replace(spec, execute=execute)
+        return rewrapped(spec, execute)
 
     def apply(self, agent: str, specs: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
         """The specs ``agent`` is offered, each guarded."""

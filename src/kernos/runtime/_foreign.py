@@ -89,6 +89,16 @@ def from_source(spec: ToolSpec[Any], source: str) -> ToolSpec[Any]:
     return dataclasses.replace(spec, execute=execute)
 
 
+def rewrapped(spec: ToolSpec[Any], execute: Callable[..., Any]) -> ToolSpec[Any]:
+    """``spec`` with ``execute`` (which calls the old one) in its place, from the same source:
+    a wrapper of a foreign tool keeps it foreign (its results delimited, the system prompt's
+    note about them kept)."""
+    source = tool_source(spec)
+    if source is not None:
+        _SOURCES[execute] = source
+    return dataclasses.replace(spec, execute=execute)
+
+
 def tool_source(spec: ToolSpec[Any]) -> str | None:
     """Where a tool marked by :func:`from_source` comes from; ``None`` for kernos's own."""
     return _SOURCES.get(spec.execute)

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from kernos.errors import KernosError
+
 #: the answers a yes/no question takes (lower case)
 YES = ("y", "yes", "true", "1")
 NO = ("n", "no", "false", "0")
@@ -85,7 +87,7 @@ def form_fields(schema: Mapping[str, Any] | Any) -> list[FormField]:
     return fields
 
 
-class NoAnswer(Exception):
+class NoAnswer(KernosError):
     """An empty answer to a field without a default: leave it out (optional) or ask again."""
 
 
