@@ -410,3 +410,23 @@ def test_a_browser_is_opened_only_where_there_is_a_display(
     monkeypatch.delenv("WAYLAND_DISPLAY")
     monkeypatch.setenv("DISPLAY", ":0")
     assert has_display()
+
+
+def test_a_configured_secret_is_sent_the_way_the_authorization_server_names(
+    tmp_path: Path,
+) -> None:
+    from kernos.tools._mcp_auth import TokenFile, secret_method
+
+    # RFC 8414: no list means client_secret_basic; basic wins when both are named
+    assert secret_method(None) == "client_secret_basic"
+    assert secret_method(["client_secret_basic"]) == "client_secret_basic"
+    assert secret_method(["client_secret_post", "client_secret_basic"]) == "client_secret_basic"
+    assert secret_method(["client_secret_post"]) == "client_secret_post"
+    assert secret_method(["none", "private_key_jwt"]) == "client_secret_basic"
+    # the way chosen at login is kept for a later process's refresh, which discovers nothing
+    store = TokenFile(tmp_path / "docs.json", "http://127.0.0.1:1/mcp")
+    assert store.secret_method() is None
+    store.remember_secret_method("client_secret_post")
+    assert TokenFile(tmp_path / "docs.json", "http://127.0.0.1:1/mcp").secret_method() == (
+        "client_secret_post"
+    )

@@ -139,6 +139,17 @@ class TokenFile:
         record["wanted_scopes"] = list(dict.fromkeys([*seen, *scopes]))
         self._write(record)
 
+    def secret_method(self) -> str | None:
+        """The token endpoint authentication the configured client's secret was last sent with."""
+        method = self.read().get("secret_method")
+        return method if isinstance(method, str) else None
+
+    def remember_secret_method(self, method: str) -> None:
+        record = self.read()
+        if record.get("secret_method") != method:
+            record["secret_method"] = method
+            self._write(record)
+
     def forget_tokens(self) -> None:
         """Drop the tokens, keeping the registered client (a login starts so)."""
         record = self.read()
@@ -179,6 +190,16 @@ class TokenFile:
         record = self.read()
         record["client"] = client_info.model_dump(mode="json", exclude_none=True)
         self._write(record)
+
+
+def secret_method(supported: list[str] | None) -> str:
+    """How a client with a secret authenticates at the token endpoint, given the
+    ``token_endpoint_auth_methods_supported`` of the authorization server's metadata:
+    ``client_secret_post`` when only that of the two is named, else ``client_secret_basic``
+    (RFC 8414's default when the metadata names none). Pure."""
+    if supported and "client_secret_basic" not in supported and "client_secret_post" in supported:
+        return "client_secret_post"
+    return "client_secret_basic"
 
 
 def login_state(store: TokenFile, now: float) -> str | None:
@@ -289,6 +310,30 @@ class KernosOAuth(OAuthClientProvider):
             self._refreshing = True
             return await self._refresh_token()
         return await super()._perform_authorization()
+
+    def _fit_secret_method(self) -> None:
+        """A configured client with a secret authenticates at the token endpoint the way the
+        authorization server's metadata says (:func:`secret_method`); a later process, which
+        refreshes without discovering the metadata again, uses the way stored then."""
+        client = self.store.client
+        if client is None or not client.client_secret:
+            return
+        metadata = self.context.oauth_metadata
+        method: str | None
+        if metadata is not None:
+            method = secret_method(metadata.token_endpoint_auth_methods_supported)
+            self.store.remember_secret_method(method)
+        else:
+            method = self.store.secret_method() or client.token_endpoint_auth_method
+        client.token_endpoint_auth_method = method
+
+    async def _exchange_token_authorization_code(self, auth_code: str, code_verifier: str) -> Any:
+        self._fit_secret_method()
+        return await super()._exchange_token_authorization_code(auth_code, code_verifier)
+
+    async def _refresh_token(self) -> Any:
+        self._fit_secret_method()
+        return await super()._refresh_token()
 
     async def _handle_token_response(self, response: Any) -> None:
         refreshing, self._refreshing = self._refreshing, False
