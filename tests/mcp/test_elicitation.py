@@ -196,6 +196,8 @@ def test_kernos_chat_on_a_terminal_asks_too(server: FakeOpenAIServer, tmp_path: 
         term.wait_text("[green]:")
         term.type("red\n")
         term.wait_text("Hi Lin.")
+        # the next prompt: a Ctrl-D typed before the line editor reads again may be lost
+        term.wait_for(lambda: term.text().rstrip().endswith(">"), "the next prompt")
         term.type("\x04")  # Ctrl-D: leave
         term.wait_for(lambda: term.proc.poll() is not None, "chat to end")
     finally:
