@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ResourceUpdatedNotification, TextResourceContents
 
 from kernos.testing import FakeOpenAIServer, text
+from tests import _wait as wait
 from tests.serve.conftest import KERNOS, server_env
 from tests.serve.test_http import TOKEN, http_server  # noqa: F401  (the fixture)
 from tests.serve.test_stdio import ERAS, IDS, only_text
@@ -64,13 +65,9 @@ async def read_text(client: Client, uri: str) -> str:
     return content.text
 
 
-async def wait_for(condition: object, what: str) -> None:
+async def wait_for(condition: Callable[[], object], what: str) -> None:
     """Wait (polling, bounded) until ``condition()`` is true."""
-    for _ in range(600):
-        if condition():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    await wait.until(condition, what)
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -108,13 +105,13 @@ async def test_a_task_is_a_resource_listed_read_and_updated_when_subscribed(
                 await client.subscribe_resource(uri)
             release.set()
             await wait_for(lambda: uri in updates, "notifications/resources/updated")
-            after = ""
-            for _ in range(600):  # an update may come before the task's last event
-                after = await read_text(client, uri)
-                done = "[status] running → completed" in after
-                if after.startswith(f"{task_id} completed") and done:
-                    break
-                await asyncio.sleep(0.05)
+
+            async def completed() -> str | None:  # an update may come before the last event
+                text = await read_text(client, uri)
+                done = "[status] running → completed" in text
+                return text if text.startswith(f"{task_id} completed") and done else None
+
+            after = await wait.until(completed, "the completed transcript")
             assert after.startswith(f"{task_id} completed")
             assert "final text:\nRESOURCE-FINAL" in after
             assert "[status] running → completed" in after
