@@ -8,18 +8,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kernos.testing import FakeOpenAIServer
-from tests.serve.conftest import server_command, server_env
-from tests.serve.test_http import free_port
+from tests.serve.test_http import serving_http
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = Path(__file__).with_name("conformance-expected-failures.yml")
@@ -67,29 +64,8 @@ def _read(path: Path) -> str:
 @pytest.fixture
 def open_server(project: Path, server: FakeOpenAIServer) -> Iterator[str]:
     """``kernos mcp --http`` on loopback without a token (the suite sends none)."""
-    port = free_port()
-    log = (project / "server.stderr").open("w")
-    process = subprocess.Popen(
-        server_command("--http", f"127.0.0.1:{port}"),
-        cwd=project,
-        env=server_env(project, server),
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert process.poll() is None, (project / "server.stderr").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
+    with serving_http(project, server) as url:
+        yield url
 
 
 def test_every_expected_failure_says_why() -> None:

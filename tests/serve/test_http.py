@@ -4,11 +4,11 @@ protection, a real ``kernos mcp`` process driven by the SDK client over HTTP (bo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from kernos.testing import FakeOpenAIServer, text
+from tests._wait import wait_for
 from tests.serve.conftest import server_command, server_env
 from tests.serve.test_stdio import ERAS, IDS, XOR, only_text, statuses
 from tests.tasks.tasks_helpers import S1, agent_is
@@ -42,31 +43,43 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture
-def http_server(project: Path, server: FakeOpenAIServer) -> Iterator[str]:
+@contextlib.contextmanager
+def serving_http(project: Path, server: FakeOpenAIServer, *args: str, **env: str) -> Iterator[str]:
+    """``kernos mcp --http`` on a free loopback port (with ``args``, ``env``), once it listens:
+    its URL. Its stderr goes to ``server.stderr`` in ``project``."""
     port = free_port()
     log = (project / "server.stderr").open("w")
     process = subprocess.Popen(
-        server_command("--http", f"127.0.0.1:{port}", "--token-env", "KERNOS_MCP_TOKEN"),
+        server_command("--http", f"127.0.0.1:{port}", *args),
         cwd=project,
-        env=server_env(project, server, KERNOS_MCP_TOKEN=TOKEN),
+        env=server_env(project, server, **env),
         stdout=subprocess.DEVNULL,
         stderr=log,
     )
+
+    def listening() -> bool:
+        assert process.poll() is None, (project / "server.stderr").read_text()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        except OSError:
+            return False
+        return True
+
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert process.poll() is None, (project / "server.stderr").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for(listening, "kernos mcp --http to listen", 60)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
         process.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture
+def http_server(project: Path, server: FakeOpenAIServer) -> Iterator[str]:
+    with serving_http(
+        project, server, "--token-env", "KERNOS_MCP_TOKEN", KERNOS_MCP_TOKEN=TOKEN
+    ) as url:
+        yield url
 
 
 def test_no_token_is_401_and_a_wrong_one_too(http_server: str) -> None:
