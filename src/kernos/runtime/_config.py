@@ -410,7 +410,8 @@ class McpServerConfig(_Strict):
     per_session: bool = False
     # -- OAuth (a url server only): ``kernos mcp login NAME`` stores its tokens in the state
     # directory; runs refresh them and never wait for a browser
-    #: ``"oauth"``: the server needs the MCP authorization flow (``kernos mcp login NAME``)
+    #: ``"oauth"``: the server needs the MCP authorization flow (``kernos mcp login NAME``);
+    #: unset: a url server whose 401 names its resource metadata is found to need it
     auth: Literal["oauth"] | None = None
     #: a pre-registered OAuth client's id (unset: dynamic registration, or client_metadata_url)
     client_id: str | None = None

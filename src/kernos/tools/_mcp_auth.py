@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -417,6 +418,39 @@ def configured_client(
         client_secret=secret,
         redirect_uris=[redirect_uri],
         token_endpoint_auth_method="client_secret_post" if secret else "none",
+    )
+
+
+def uses_oauth(server: str, config: McpServerConfig, home: Path) -> bool:
+    """Whether ``[mcp.SERVER]`` is an OAuth server: it says ``auth = "oauth"``, or it has no
+    ``auth`` key and a login to it is stored (its 401 was discovered to ask for one)."""
+    if config.auth == "oauth":
+        return True
+    if config.url is None:
+        return False
+    return TokenFile(token_path(home, server), config.url).tokens() is not None
+
+
+def oauth_challenge(status: int, www_authenticate: str | None) -> str | None:
+    """The protected resource metadata URL a ``401`` response's ``WWW-Authenticate`` names (the
+    MCP authorization spec's way of saying the server wants an OAuth login), or None. Pure."""
+    if status != 401 or not www_authenticate:
+        return None
+    scheme, _, params = www_authenticate.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    found = re.search(r'resource_metadata="([^"]+)"|resource_metadata=([^\s,]+)', params)
+    return (found[1] or found[2]) if found else None
+
+
+def challenge_refusal(server: str, url: str, config_file: Path | None) -> McpLoginNeeded:
+    """The one line of a run whose server (no ``auth`` key) answered with an OAuth challenge
+    and no login to it is stored."""
+    return McpLoginNeeded(
+        config_file,
+        server,
+        f"the server asks for an OAuth login (HTTP 401 naming its resource metadata, {url}) "
+        "and no login is stored",
     )
 
 
