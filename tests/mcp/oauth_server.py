@@ -9,6 +9,7 @@ makes a token stale without waiting for a clock.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import socket
@@ -55,6 +56,12 @@ class MemoryAuthServer:
     authorizations: list[AuthorizationParams] = field(default_factory=list)
     #: set: the authorization server's metadata names this issuer instead of its own
     wrong_issuer: str | None = None
+    #: refresh tokens presented at the token endpoint, in order, and those already spent
+    #: (every refresh rotates the token: a used one is refused, as many servers do)
+    presented: list[str] = field(default_factory=list)
+    spent: set[str] = field(default_factory=set)
+    #: set: the first refresh waits at the token endpoint until this is set
+    hold_refresh: threading.Event | None = None
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -118,13 +125,21 @@ class MemoryAuthServer:
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
+        self.presented.append(refresh_token)
+        if self.hold_refresh is not None and len(self.presented) == 1:
+            await asyncio.to_thread(self.hold_refresh.wait, 120)
         return self.refresh.get(refresh_token)
+
+    def reused(self) -> list[str]:
+        """The refresh tokens presented again after they were spent."""
+        return [t for i, t in enumerate(self.presented) if t in self.presented[:i]]
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         if self.refresh.pop(refresh_token.token, None) is None:
             raise TokenError(error="invalid_grant", error_description="refresh token revoked")
+        self.spent.add(refresh_token.token)
         self.grants.append("refresh_token")
         return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, None)
 
