@@ -8,7 +8,8 @@ system message, then ``TURNS`` user turns each answered, history resent every tu
 * ``lean``    — kernos's lean wire alone (``ChatEndpoint.complete``), no session;
 * ``pyd-ai``  — a pydantic-ai ``Agent`` on ``OpenAIChatModel`` alone, no kernos;
 * ``kernos/lean`` and ``kernos/pyd-ai`` — ``kernos.runtime.Session`` on each engine, recording
-  every turn in a real SQLite store (as by default).
+  every turn in a real SQLite store (as by default); ``kernos/lean+window`` the lean one on a
+  model with a known window (128,000 tokens: each request is counted before it is sent).
 
 For each, at 1 session (``SERIAL`` conversations one after another) and at ``SESSIONS`` concurrent
 conversations: turns/s (wall) and CPU ms per request (this process's CPU time / requests).
@@ -173,22 +174,26 @@ def pydantic_ai_factory(
 
 
 def kernos_factory(
-    engine: str,
+    engine: str, window: int | None = None
 ) -> Callable[[str], tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]]:
     def factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
         from pydantic_ai.models.openai import OpenAIChatModel
 
-        from kernos.runtime import Session, Store
+        from kernos.compress import TranscriptCompactor
+        from kernos.runtime import CompactSettings, Session, Store
         from kernos.runtime._lean_wire import shared_endpoint
         from kernos.runtime._models import shared_provider
 
         home = Path(tempfile.mkdtemp(prefix="kernos-bench-engine-"))
         store = Store(home / "kernos.db")
         model = OpenAIChatModel("bench", provider=shared_provider(url, "k"))
+        compactor = TranscriptCompactor(lambda name: model)
 
         def conversation() -> Conversation:
             async def run() -> None:
                 session = Session(model, SYSTEM, store=store, engine=engine)
+                if window is not None:  # a known window: each request is counted first
+                    session.set_compaction(CompactSettings(window), compactor)
                 for n in range(TURNS):
                     await session.prompt(f"turn {n}")
 
@@ -211,6 +216,8 @@ VARIANTS: dict[str, Callable[[str], Any]] = {
     "pyd-ai": pydantic_ai_factory,
     "kernos/lean": kernos_factory("lean"),
     "kernos/pyd-ai": kernos_factory("pydantic-ai"),
+    # gpt-4o's window (genai-prices): what a known model adds to short conversations
+    "kernos/lean+window": kernos_factory("lean", 128_000),
 }
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from kernos.runtime import Config, ConfigError, load_config_problems
+from kernos.runtime import Config, ConfigError, ModelWindow, load_config_problems
 
 
 @dataclass
@@ -29,6 +29,8 @@ class CheckReport:
     unset: frozenset[str] = frozenset()
     #: each agent's catalog tools and their permission rule (``allow``, ``ask``, ``deny``)
     rules: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: each model the config names (and builds) → its context window and where it came from
+    windows: dict[str, ModelWindow] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -78,7 +80,14 @@ def _check_models(config: Config, report: CheckReport) -> None:
             if not exc.key.startswith("models."):  # say where the model is named
                 exc = ConfigError(file or exc.file, key, exc.problem, exc.fix)
             report.add(exc)
+        else:
+            report.windows[name] = config.model_window(name)
     report.checked["models"] = len(refs)
+
+
+def window_lines(windows: dict[str, ModelWindow]) -> list[str]:
+    """One line per model: its context window and where it came from."""
+    return [f"model {name}: {window.describe()}" for name, window in windows.items()]
 
 
 def _check_channels(config: Config, report: CheckReport) -> None:
@@ -249,4 +258,8 @@ def report_record(report: CheckReport) -> dict[str, Any]:
         ],
         "checked": report.checked,
         "rules": report.rules,
+        "windows": {
+            name: {"context_window": w.window, "source": w.source}
+            for name, w in report.windows.items()
+        },
     }

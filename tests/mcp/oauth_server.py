@@ -9,6 +9,7 @@ makes a token stale without waiting for a clock.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import socket
@@ -31,12 +32,22 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyUrl
 
 SCOPE = "docs.read"
 #: the scope the docs server's `publish` tool needs beyond SCOPE (a step-up)
 WRITE_SCOPE = "docs.write"
 #: what the docs server's one tool answers (a run's tool result shows it)
 ANSWER = "docs: 2 pages mention {query!r}"
+
+
+class _LoopbackClient(OAuthClientInformationFull):
+    """A native client: any port of a loopback redirect URI is its (RFC 8252 section 7.3)."""
+
+    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+        if redirect_uri is not None and redirect_uri.host == "127.0.0.1":
+            return redirect_uri
+        return super().validate_redirect_uri(redirect_uri)
 
 
 @dataclass
@@ -55,8 +66,28 @@ class MemoryAuthServer:
     authorizations: list[AuthorizationParams] = field(default_factory=list)
     #: set: the authorization server's metadata names this issuer instead of its own
     wrong_issuer: str | None = None
+    #: refresh tokens presented at the token endpoint, in order, and those already spent
+    #: (every refresh rotates the token: a used one is refused, as many servers do)
+    presented: list[str] = field(default_factory=list)
+    spent: set[str] = field(default_factory=set)
+    #: set: the first refresh waits at the token endpoint until this is set
+    hold_refresh: threading.Event | None = None
+    #: pre-registered public clients (no dynamic registration), any loopback redirect allowed
+    preregistered: set[str] = field(default_factory=set)
+    #: True: the metadata says client ID metadata documents are supported, and an https client
+    #: id is taken on trust as one (the document is not fetched)
+    cimd: bool = False
+    #: the client id of each authorization request
+    authorized_clients: list[str] = field(default_factory=list)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        if client_id in self.preregistered or (self.cimd and client_id.startswith("https://")):
+            return _LoopbackClient(
+                client_id=client_id,
+                redirect_uris=["http://127.0.0.1/callback"],  # type: ignore[list-item]
+                token_endpoint_auth_method="none",
+                scope=f"{SCOPE} {WRITE_SCOPE}",
+            )
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
@@ -70,6 +101,7 @@ class MemoryAuthServer:
         self, client: OAuthClientInformationFull, params: AuthorizationParams
     ) -> str:
         self.authorizations.append(params)
+        self.authorized_clients.append(str(client.client_id))
         code = secrets.token_urlsafe(24)
         assert client.client_id is not None
         self.codes[code] = AuthorizationCode(
@@ -118,13 +150,21 @@ class MemoryAuthServer:
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
+        self.presented.append(refresh_token)
+        if self.hold_refresh is not None and len(self.presented) == 1:
+            await asyncio.to_thread(self.hold_refresh.wait, 120)
         return self.refresh.get(refresh_token)
+
+    def reused(self) -> list[str]:
+        """The refresh tokens presented again after they were spent."""
+        return [t for i, t in enumerate(self.presented) if t in self.presented[:i]]
 
     async def exchange_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         if self.refresh.pop(refresh_token.token, None) is None:
             raise TokenError(error="invalid_grant", error_description="refresh token revoked")
+        self.spent.add(refresh_token.token)
         self.grants.append("refresh_token")
         return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, None)
 
@@ -161,9 +201,14 @@ class _WriteNeedsScope:
         if (
             scope["type"] == "http"
             and scope["path"].startswith("/.well-known/oauth-authorization-server")
-            and self.auth.wrong_issuer is not None
+            and (self.auth.wrong_issuer is not None or self.auth.cimd)
         ):
-            await self._rewrite_issuer(scope, receive, send, self.auth.wrong_issuer)
+            updates: dict[str, Any] = {}
+            if self.auth.wrong_issuer is not None:
+                updates["issuer"] = self.auth.wrong_issuer
+            if self.auth.cimd:
+                updates["client_id_metadata_document_supported"] = True
+            await self._rewrite_metadata(scope, receive, send, updates)
             return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
@@ -209,7 +254,9 @@ class _WriteNeedsScope:
 
         await self.app(scope, replay, send)
 
-    async def _rewrite_issuer(self, scope: Any, receive: Any, send: Any, issuer: str) -> None:
+    async def _rewrite_metadata(
+        self, scope: Any, receive: Any, send: Any, updates: dict[str, Any]
+    ) -> None:
         start: dict[str, Any] = {}
         body = bytearray()
 
@@ -221,7 +268,7 @@ class _WriteNeedsScope:
 
         await self.app(scope, receive, capture)
         data = json.loads(bytes(body))
-        data["issuer"] = issuer
+        data.update(updates)
         out = json.dumps(data).encode()
         headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
         headers.append((b"content-length", str(len(out)).encode()))

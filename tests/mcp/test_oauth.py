@@ -240,13 +240,13 @@ def test_status_reports_a_server_that_fails_with_its_reason(tmp_path: Path) -> N
     assert "did not start" in row["reason"]
 
 
-def test_login_names_a_server_that_is_not_configured_for_oauth(tmp_path: Path) -> None:
-    (tmp_path / "kernos.toml").write_text('[mcp.plain]\nurl = "http://127.0.0.1:9/mcp"\n')
+def test_login_names_a_server_that_cannot_use_oauth(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text('[mcp.plain]\ncommand = "true"\n')
     for args in (("login", "plain"), ("logout", "plain"), ("login", "nope")):
         result = kernos("mcp", *args, cwd=tmp_path)
         assert result.returncode == 2, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert 'add auth = "oauth"' in kernos("mcp", "login", "plain", cwd=tmp_path).stderr
+    assert "a command server" in kernos("mcp", "login", "plain", cwd=tmp_path).stderr
     assert "configured: plain" in kernos("mcp", "login", "nope", cwd=tmp_path).stderr
 
 

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         import asyncio
         import json
 
-        from kernos._check import check_config, report_record, rule_lines
+        from kernos._check import check_config, report_record, rule_lines, window_lines
 
         report = asyncio.run(check_config(config))
         if as_json:
@@ -39,6 +39,8 @@ def register(app: typer.Typer) -> None:
         err.print(f"config OK: {where}: {shown}", markup=False)
         if not as_json:
             for line in rule_lines(report.rules):
+                err.print(line, markup=False)
+            for line in window_lines(report.windows):
                 err.print(line, markup=False)
         raise typer.Exit(EXIT_OK)
 

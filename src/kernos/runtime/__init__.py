@@ -137,6 +137,7 @@ if typing.TYPE_CHECKING:
         total,
     )
     from kernos.runtime._usage_log import open_usage, record_call
+    from kernos.runtime._windows import ModelWindow, known_window
     from kernos.runtime._workspace import (
         NotRegularFile,
         WorkspacePolicy,
@@ -183,6 +184,7 @@ __all__ = [
     "ModelFailure",
     "ModelPrice",
     "ModelTarget",
+    "ModelWindow",
     "NoApprover",
     "NoModelError",
     "NormalizedToolset",
@@ -240,6 +242,7 @@ __all__ = [
     "kernos_home",
     "kernos_tool_home",
     "known_secrets",
+    "known_window",
     "latest_message_text",
     "latest_session",
     "latest_summary",

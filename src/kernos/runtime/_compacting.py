@@ -39,6 +39,7 @@ from kernos.runtime._compaction import (
     compacted_view,
     head_end,
     needs_compaction,
+    needs_count,
     render_transcript,
     request_size,
     span_to_compact,
@@ -208,8 +209,12 @@ class CompactionStep:
         self.session = session
         self.settings = settings
         self.compactor = compactor
-        #: the offline size of the last request sent, and what the provider reported for it
+        #: the offline size of the last request sent, its length in characters, whether it was
+        #: sent uncounted (:func:`~kernos.runtime._compaction.needs_count`), and what the
+        #: provider reported for it
         self.last_counted: int | None = None
+        self.last_chars: int | None = None
+        self.skipped = False
         self.last_reported: int | None = None
         #: the compactions this session did (in this process)
         self.done: list[Compacted] = []
@@ -224,6 +229,9 @@ class CompactionStep:
         counted = request_size(loop.wire(), loop.tools_text(), self.compactor.count)
         return counted, calibrated(counted, self.last_counted, self.last_reported)
 
+    def _chars(self, loop: View) -> int:
+        return len(json.dumps(loop.wire(), ensure_ascii=False)) + len(loop.tools_text())
+
     async def before_request(self, loop: View, *, force: bool = False) -> Compacted | None:
         """Compact when the next request crosses the threshold (``force``: whatever its size,
         ``kernos sessions compact``). Returns what was compacted (``None``: nothing).
@@ -233,7 +241,16 @@ class CompactionStep:
                 whole window with nothing left to compact.
         """
         settings, session = self.settings, self.session
+        chars = self._chars(loop)
+        added = None if self.last_chars is None else chars - self.last_chars
+        if not force and not needs_count(self.last_reported, added, settings):
+            self.last_counted, self.last_chars, self.skipped = None, chars, True
+            return None
         counted, size = self.measure(loop)
+        if self.skipped and self.last_reported:
+            # the last request, sent uncounted, is all in this one: at least its reported size
+            size = max(size, self.last_reported)
+        self.last_chars, self.skipped = chars, False
         if not force and not needs_compaction(size, settings):
             self.last_counted = counted
             return None
@@ -263,7 +280,7 @@ class CompactionStep:
                     span.first_turn, span.last_turn, outcome.text.strip(), outcome.losses
                 )
                 counted, after = self.measure(loop)
-                self.last_counted = counted
+                self.last_counted, self.last_chars = counted, self._chars(loop)
             traced.set(
                 status=outcome.status, tokens_after=after, drafts=outcome.drafts,
                 losses=len(outcome.losses), model=outcome.model,

@@ -26,6 +26,9 @@ COMPACT_AT = 0.8
 KEEP_TURNS = 4
 #: ``compact_rounds``: drafts the compressor may submit before compaction gives up
 COMPACT_ROUNDS = 3
+#: the fraction of the threshold below which a request is not counted offline (see
+#: :func:`needs_count`)
+COUNT_FROM = 0.5
 
 Message = dict[str, Any]
 
@@ -208,6 +211,20 @@ def calibrated(size: int, last_counted: int | None, last_reported: int | None) -
     if last_counted is None or not last_reported:
         return size
     return max(0, last_reported + size - last_counted)
+
+
+def needs_count(
+    last_reported: int | None, added_chars: int | None, settings: CompactSettings
+) -> bool:
+    """Whether the next request is counted offline before it is sent (counting is linear in the
+    request: about a millisecond per thousand tokens, paid on every request of a long session).
+    Always until the provider has reported the size of the last request; after, once that size
+    plus the characters added since (``added_chars``; a token is rarely shorter than a
+    character, and the margin to the threshold absorbs twice that) reaches ``COUNT_FROM`` of the
+    threshold."""
+    if not last_reported or added_chars is None:
+        return True
+    return last_reported + max(added_chars, 0) >= settings.threshold * COUNT_FROM
 
 
 def needs_compaction(size: int, settings: CompactSettings | None) -> bool:

@@ -50,6 +50,7 @@ from kernos.runtime._home import kernos_home as kernos_home
 from kernos.runtime._home import project_root as project_root
 from kernos.runtime._permissions import PermissionTable, parse_entry
 from kernos.runtime._secrets import register_secrets
+from kernos.runtime._windows import ModelWindow, model_window
 
 
 class _Strict(BaseModel):
@@ -142,8 +143,9 @@ class ModelAlias(_Strict):
     #: its price per million tokens; wins over genai-prices' data for this model
     price: ModelPrice | None = None
     #: its context window in tokens; a session on it compacts its middle turns when its next
-    #: request would pass ``compact_at`` of it; unset: no automatic compaction
-    context_window: int | None = Field(default=None, gt=0)
+    #: request would pass ``compact_at`` of it; unset: genai-prices' window for its model, if it
+    #: knows one (else no automatic compaction); 0: no automatic compaction
+    context_window: int | None = Field(default=None, ge=0)
 
 
 class PermissionsConfig(_Strict):
@@ -408,7 +410,8 @@ class McpServerConfig(_Strict):
     per_session: bool = False
     # -- OAuth (a url server only): ``kernos mcp login NAME`` stores its tokens in the state
     # directory; runs refresh them and never wait for a browser
-    #: ``"oauth"``: the server needs the MCP authorization flow (``kernos mcp login NAME``)
+    #: ``"oauth"``: the server needs the MCP authorization flow (``kernos mcp login NAME``);
+    #: unset: a url server whose 401 names its resource metadata is found to need it
     auth: Literal["oauth"] | None = None
     #: a pre-registered OAuth client's id (unset: dynamic registration, or client_metadata_url)
     client_id: str | None = None
@@ -556,6 +559,11 @@ class Config(_Strict):
         alias = self.models.get(model)
         return alias.empty_retries if alias is not None else 2
 
+    def model_window(self, model: str) -> ModelWindow:
+        """The context window of the model called ``model`` and where it came from
+        (runtime/_windows.py): its declared ``context_window``, else genai-prices' data."""
+        return model_window(model, self.models.get(model), os.environ.get("OPENAI_BASE_URL"))
+
     def prices(self) -> dict[str, ModelPrice]:
         """Each configured ``price`` under every name a usage row may carry for its model: the
         alias, its model string, and that string without its provider (``openai-chat:qwen3``
@@ -618,11 +626,10 @@ class Config(_Strict):
     ) -> CompactSettings | None:
         """How a session on ``model`` as ``category`` or ``agent`` compacts: the target's own
         keys, else ``[tasks]``, else the defaults; ``None`` when the model declares no
-        ``context_window`` (no automatic compaction), unless ``manual`` (compaction by hand:
-        window 0 when none is known)."""
-        alias = self.models.get(model)
-        window = alias.context_window if alias is not None else None
-        if window is None and not manual:
+        window and genai-prices knows none, or declares 0 (no automatic compaction), unless
+        ``manual`` (compaction by hand: window 0 when none is known)."""
+        window = self.model_window(model).window
+        if not window and not manual:
             return None
         target: _Budgeted | None = None
         if category is not None:

@@ -56,7 +56,14 @@ from kernos.runtime import (
 )
 from kernos.tools._elicit import nobody_asked_note
 from kernos.tools._limits import cut_text, schema_problem
-from kernos.tools._mcp_auth import KernosOAuth, login_refusal, run_auth
+from kernos.tools._mcp_auth import (
+    KernosOAuth,
+    challenge_refusal,
+    login_refusal,
+    oauth_challenge,
+    run_auth,
+    uses_oauth,
+)
 from kernos.tools._select import select_mcp_tools
 
 log = logging.getLogger("kernos.mcp")
@@ -197,6 +204,8 @@ class McpToolset:
         self._failure: McpServerError | None = None
         self._stderr: IO[bytes] | None = None
         self._http_refusal = ""
+        #: the resource metadata URL of a 401's OAuth challenge (mcp_auth.oauth_challenge)
+        self._challenge: str | None = None
         self._noise = _StdoutNoise(server)
         self._calls: dict[int, _InFlight] = {}
 
@@ -307,11 +316,12 @@ class McpToolset:
             if response.status_code >= 400:
                 url = response.request.url.copy_with(query=None, fragment=None)
                 self._http_refusal = f"HTTP {response.status_code} from {url}"
+                header = response.headers.get("www-authenticate")
+                self._challenge = oauth_challenge(response.status_code, header)
 
-        if config.auth == "oauth" and self.oauth is None:
-            self.oauth = run_auth(
-                self.server, config, self.home or kernos_home(), config_file=self.config_file
-            )
+        home = self.home or kernos_home()
+        if self.oauth is None and uses_oauth(self.server, config, home):
+            self.oauth = run_auth(self.server, config, home, config_file=self.config_file)
         http = httpx2.AsyncClient(
             auth=self.oauth,
             headers=dict(config.headers),
@@ -335,6 +345,9 @@ class McpToolset:
             return exc  # a login kernos will not wait for (run_auth), already one line
         if self.oauth is not None and self.oauth.refused is not None:
             return self.oauth.refused
+        if self.oauth is None and self._challenge is not None:
+            # no auth key, but the server asks for OAuth: a login it needs, not a bad url
+            return challenge_refusal(self.server, self._challenge, self.config_file)
         reason = _reason(exc)
         if isinstance(exc, TimeoutError):
             reason = f"no answer to initialize within {self.config.timeout:g} s"

@@ -17,16 +17,20 @@ tokens live and who may wait for a person.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import fcntl
 import json
 import logging
 import os
+import re
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
 from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import (
@@ -53,6 +57,36 @@ _CLIENT_NAME = "kernos"
 def token_path(home: Path, server: str) -> Path:
     """Where the tokens of ``[mcp.SERVER]`` are kept."""
     return home / AUTH_DIR / f"{server}.json"
+
+
+class RefreshLock:
+    """An exclusive ``flock`` on ``<token file>.lock``, held from reading the refresh token to
+    writing the one the server answers with: many servers rotate refresh tokens and refuse a
+    used one, so two processes (or two providers of one) must never both spend the same one.
+    Taken in a thread (the event loop goes on while another process refreshes); releasing is
+    idempotent."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + ".lock")
+        self._fd: int | None = None
+
+    async def acquire(self) -> None:
+        if self._fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
 class TokenFile:
@@ -246,6 +280,7 @@ class KernosOAuth(OAuthClientProvider):
         self._scopes = union_scopes(" ".join(config.scopes) or None, store.wanted_scopes())
         self._person = redirect_handler is not None
         self._refreshing = False
+        self._refresh_lock = RefreshLock(store.path)
         metadata = OAuthClientMetadata(
             client_name=_CLIENT_NAME,
             redirect_uris=[redirect_uri],
@@ -331,9 +366,44 @@ class KernosOAuth(OAuthClientProvider):
         self._fit_secret_method()
         return await super()._exchange_token_authorization_code(auth_code, code_verifier)
 
+    def _adopt_stored(self) -> None:
+        """Take the stored tokens when another process (or provider) replaced the ones this
+        one holds since it read them: theirs are the newest, and the refresh token this one
+        holds may already be spent."""
+        stored, held = self.store.tokens(), self.context.current_tokens
+        if stored is not None and (held is None or stored.refresh_token != held.refresh_token):
+            self.context.current_tokens = stored
+            self.context.token_expiry_time = self.store.expires_at()
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if self._initialized and not self.context.is_token_valid():
+            self._adopt_stored()  # refreshed elsewhere already: no refresh of its own
+        flow = super().async_auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            self._refresh_lock.release()  # a refresh cut short (its request failed) lets go
+            await flow.aclose()
+
     async def _refresh_token(self) -> Any:
+        # read, refresh, write under the lock; the stored token is read again once it is held
+        await self._refresh_lock.acquire()
+        self._adopt_stored()
         self._fit_secret_method()
         return await super()._refresh_token()
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        try:
+            return await super()._handle_refresh_response(response)
+        finally:
+            self._refresh_lock.release()
 
     async def _handle_token_response(self, response: Any) -> None:
         refreshing, self._refreshing = self._refreshing, False
@@ -349,6 +419,8 @@ class KernosOAuth(OAuthClientProvider):
                 "the server refused its token, and a refresh did not renew it",
             )
             raise self.refused from None
+        finally:
+            self._refresh_lock.release()  # the tokens a refresh on a 401 got are written
 
 
 def login_refusal(
@@ -417,6 +489,39 @@ def configured_client(
         client_secret=secret,
         redirect_uris=[redirect_uri],
         token_endpoint_auth_method="client_secret_post" if secret else "none",
+    )
+
+
+def uses_oauth(server: str, config: McpServerConfig, home: Path) -> bool:
+    """Whether ``[mcp.SERVER]`` is an OAuth server: it says ``auth = "oauth"``, or it has no
+    ``auth`` key and a login to it is stored (its 401 was discovered to ask for one)."""
+    if config.auth == "oauth":
+        return True
+    if config.url is None:
+        return False
+    return TokenFile(token_path(home, server), config.url).tokens() is not None
+
+
+def oauth_challenge(status: int, www_authenticate: str | None) -> str | None:
+    """The protected resource metadata URL a ``401`` response's ``WWW-Authenticate`` names (the
+    MCP authorization spec's way of saying the server wants an OAuth login), or None. Pure."""
+    if status != 401 or not www_authenticate:
+        return None
+    scheme, _, params = www_authenticate.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    found = re.search(r'resource_metadata="([^"]+)"|resource_metadata=([^\s,]+)', params)
+    return (found[1] or found[2]) if found else None
+
+
+def challenge_refusal(server: str, url: str, config_file: Path | None) -> McpLoginNeeded:
+    """The one line of a run whose server (no ``auth`` key) answered with an OAuth challenge
+    and no login to it is stored."""
+    return McpLoginNeeded(
+        config_file,
+        server,
+        f"the server asks for an OAuth login (HTTP 401 naming its resource metadata, {url}) "
+        "and no login is stored",
     )
 
 

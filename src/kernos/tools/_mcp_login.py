@@ -116,10 +116,11 @@ def has_display() -> bool:
 
 
 def oauth_server(config: Config, server: str) -> McpServerConfig:
-    """``[mcp.SERVER]``, which must say ``auth = "oauth"``.
+    """``[mcp.SERVER]``, which must say ``auth = "oauth"``, or be a ``url`` server with no
+    ``auth`` key (whose 401 may ask for a login: the flow discovers it).
 
     Raises:
-        ConfigError: no such server, or it does not use OAuth.
+        ConfigError: no such server, or it cannot use OAuth (a ``command`` server).
     """
     found = config.mcp.get(server)
     if found is None:
@@ -130,12 +131,12 @@ def oauth_server(config: Config, server: str) -> McpServerConfig:
             f"no such MCP server (configured: {known})",
             "name one of the [mcp.NAME] tables of kernos.toml",
         )
-    if found.auth != "oauth":
+    if found.auth != "oauth" and found.url is None:
         raise ConfigError(
             config.path,
             f"mcp.{server}",
-            "does not use OAuth, so there is nothing to log in to",
-            'add auth = "oauth" to its table if the server asks for a login',
+            "is a command server, which has no OAuth login",
+            "log in to servers with a url (Streamable HTTP) only",
         )
     return found
 
@@ -213,7 +214,7 @@ async def mcp_login(
             config.path,
             f"mcp.{server}",
             "the server listed its tools without asking for a login, so no tokens were stored",
-            'remove auth = "oauth" from its table if it needs none',
+            'it needs none: use it as it is (and remove auth = "oauth" from its table if set)',
         )
     return [spec.name for spec in specs]
 
