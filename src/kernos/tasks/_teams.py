@@ -167,6 +167,11 @@ class Teams:
             return
         self.seats[task_id] = Seat(lead.session_id, item.team, item.name)
         self.store.join(lead.session_id, item.team, item.name, task_id)
+        self.seat_lead(lead)
+
+    def seat_lead(self, lead: Session) -> None:
+        """``lead`` gets the lead's team tools (once): at its first team, or from the start
+        when it is an MCP host (``kernos mcp``: a host lists its tools once)."""
         if lead.session_id not in self.leads:
             self.leads[lead.session_id] = lead
             lead.add_tools(self.tools(lead, None, LEAD_TOOLS))
