@@ -229,6 +229,13 @@ class TeamStore:
         )
         return {row[0]: int(row[1]) for row in rows}
 
+    def mail_mark(self) -> tuple[Any, ...]:
+        """Numbers that change whenever a member joins or mail is sent or read (any team)."""
+        self.store.flush()
+        (members,) = self.store.query("SELECT COUNT(*) FROM team_members")
+        (mail,) = self.store.query("SELECT COUNT(*), COUNT(taken_by) FROM team_mail")
+        return (members[0], mail[0], mail[1])
+
     def mail(self, lead: str, team: str) -> list[dict[str, Any]]:
         """Every message of a team, in the order sent."""
         self.store.flush()
