@@ -119,13 +119,18 @@ def _prepare(raw: Any) -> dict[str, Any]:
 class TeamMeter(BudgetMeter):
     """A member's budget meter that also counts its request against its team's bound."""
 
-    def __init__(self, inner: BudgetMeter, teams: Teams, seat: Seat) -> None:
+    def __init__(self, inner: BudgetMeter, teams: Teams, seat: Seat, run: str) -> None:
         super().__init__(inner.budget, inner.requests, inner.tokens, inner.seen)
         self.teams = teams
         self.seat = seat
+        #: the run's key and its requests so far: a replayed run makes the same requests in the
+        #: same order, so each request's key is the same on every replay
+        self.run = run
+        self.made = 0
 
     def before_request(self) -> None:
-        self.teams.count_request(self.seat)
+        self.made += 1
+        self.teams.count_request(self.seat, f"{self.run}:{self.made}")
         super().before_request()
 
 
@@ -211,16 +216,17 @@ class Teams:
         from kernos.runtime import Budget
 
         inner = session.budget or BudgetMeter(Budget(), seen=len(session.history))
-        session.budget = TeamMeter(inner, self, seat)
+        session.budget = TeamMeter(inner, self, seat, f"{record.id}:{record.run_epoch}")
 
-    def count_request(self, seat: Seat) -> None:
+    def count_request(self, seat: Seat, turn: str | None = None) -> None:
         """Count one model request of ``seat``'s team, or raise past ``team_max_turns``: in
         memory on the local engine (every member runs here), in the store on the DBOS engine
-        (members run on any worker)."""
+        (members run on any worker), once per ``turn`` key (a replayed run's requests were
+        counted when first made)."""
         limit = self.manager.config.tasks.team_max_turns
         key = (seat.lead, seat.team)
         if getattr(self.manager.engine, "replays", False):
-            counted = self.store.count_request(seat.lead, seat.team, limit)
+            counted = self.store.count_request(seat.lead, seat.team, limit, turn)
             if counted is None:
                 used = self.store.requests(seat.lead, seat.team)
                 raise BudgetExceeded(
