@@ -168,3 +168,74 @@ def test_a_worker_killed_between_send_and_delivery_loses_and_doubles_nothing(
     # toward team_max_turns: each request once, the replayed ones (alpha's first, answered from
     # its record; the one in flight at the kill, asked again) not again
     assert counted == 5, counted
+
+
+@pytest.mark.postgres
+def test_mail_revives_a_finished_member_whose_worker_died_on_the_other_worker(
+    project: Path,
+    server: FakeOpenAIServer,
+    fresh_postgres_url: str,
+    procs: list[subprocess.Popen[str]],  # after the store: stopped before it is dropped
+) -> None:
+    """beta finishes on its worker, which is then killed; alpha, on the other worker, mails it
+    while the lead waits for mail in ``team_wait``: the lead's process revives beta with the
+    mail (alpha's worker does not follow beta), on the surviving worker, and beta answers."""
+    url = fresh_postgres_url
+    use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
+    config = project / "kernos.toml"
+    config.write_text(config.read_text().replace("concurrency = 5", "concurrency = 2"))
+    alpha_gate = threading.Event()
+    server.script(
+        tool_call("task", CREW, when=lead("form the crew")),
+        tool_call("team_wait", {"until": "mail", "timeout": 600}, when=lead("Batch running")),
+        text("crew reported", when=lead("Team mail from beta")),
+        text("noted", when=lead("task completion"), repeat=True),
+        text("beta idle", when=member("BETA-JOB", "BETA-JOB")),
+        tool_call(
+            "team_send",
+            {"to": "beta", "message": "wake up beta"},
+            when=member("ALPHA-JOB", "JOB"),
+            hold=alpha_gate,
+        ),
+        text("alpha done", when=member("ALPHA-JOB", "beta")),
+        tool_call(
+            "team_send",
+            {"to": "lead", "message": "beta is awake"},
+            when=member("BETA-JOB", "wake up beta"),
+        ),
+        text("beta relayed", when=member("BETA-JOB", "lead")),
+    )
+    workers = start_workers(project, fleet_env(project, server, url), 2, procs)
+    wait_share(url, 1)
+    run = launch(project, server, url, "run", "form the crew", "-q")
+    procs.append(run)
+    try:
+        alpha_pid = executor_pid(project, url, "alpha")
+        store = open_store(project, url)
+        try:
+            tasks = TaskStore(store)
+            done = wait.wait_for(
+                lambda: [r for r in tasks.recent() if r["status"] == "completed"], "beta finished"
+            )
+        finally:
+            store.close()
+        beta_pid = int(done[0]["executor"].rpartition(":")[2])
+        assert (done[0]["name"], beta_pid != alpha_pid) == ("beta", True)
+        (doomed,) = [w for w in workers if w.pid == beta_pid]
+        doomed.send_signal(signal.SIGKILL)
+        doomed.communicate(timeout=30)
+    finally:
+        alpha_gate.set()
+    _, errors = run.communicate(timeout=300)
+    assert run.returncode == 0, errors
+    (mail,) = mail_rows(project, url, "wake up beta")
+    assert mail["taken_by"] is not None
+    store = open_store(project, url)
+    try:
+        beta = {row["name"]: row for row in TaskStore(store).recent()}["beta"]
+        turns = [t["text"] for t in store.turns(beta["child_session"])]
+    finally:
+        store.close()
+    assert beta["executor"].rpartition(":")[2] == str(alpha_pid)  # the survivor ran it
+    assert beta["run_epoch"] == 2 and sum("wake up beta" in t for t in turns) == 1
+    assert [t for t in server.tool_results() if "Team mail from beta" in t]  # the lead read it

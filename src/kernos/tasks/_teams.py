@@ -395,9 +395,12 @@ class Teams:
         deadline = loop.time() + timeout
         if until == "mail":
             self.mail_waiters.add(lead.session_id)
+        durable = bool(getattr(self.manager.engine, "replays", False))
         try:
             while True:
                 changed = self.manager.change_event()
+                if durable:  # mail a member on another worker sent a finished one wakes it here
+                    self.wake_members(lead)
                 if until == "mail":
                     key = "lead:" + secrets.token_hex(8)
                     mail = self.store.take(lead.session_id, team, LEAD, key)
