@@ -449,3 +449,24 @@ def test_a_refresh_is_a_change_of_data_not_of_the_clock() -> None:
     assert signature(early) == signature(later) != signature(done)
     assert plain([]) == "(no tasks)"
     assert isinstance(early[0], Row)
+
+
+def test_the_view_reads_again_when_team_mail_is_sent_or_read(tmp_path: Path) -> None:
+    from kernos.cli._watch import Source
+    from kernos.tasks import TaskStore
+
+    store = Store.open(tmp_path)
+    try:
+        tasks, teams = TaskStore(store), TeamStore(store)
+        source = Source(tasks, 100)
+        assert source.poll(1.0) is True  # the first look reads
+        assert source.poll(1.1) is False  # nothing changed
+        teams.join("s_lead", "crew", "alpha", "t_a")
+        assert source.poll(1.2) is True  # a member joined
+        teams.post("s_lead", "crew", "lead", "alpha", "hello")
+        assert source.poll(1.3) is True  # mail sent: an unread count moved
+        assert source.poll(1.4) is False
+        assert teams.take("s_lead", "crew", "alpha", "k1") == [("lead", "hello")]
+        assert source.poll(1.5) is True  # and read
+    finally:
+        store.close()
