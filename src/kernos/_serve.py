@@ -132,18 +132,32 @@ def _shown(key: str) -> str:
 
 @asynccontextmanager
 async def agent_session(
-    runtime: Runtime, agent: str, *, toolsets: tuple[ToolsetFactory, ...] = TOOLSETS
+    runtime: Runtime,
+    agent: str,
+    *,
+    toolsets: tuple[ToolsetFactory, ...] = TOOLSETS,
+    on_mail: Callable[[Session, Callable[[], bool]], None] | None = None,
 ) -> AsyncIterator[Session]:
     """A session of ``agent`` with every tool ``kernos run`` gives it (task, output, configured
     and MCP tools); on exit its unfinished children are cancelled (recorded ``cancelled``, not
     ``lost``) and every attachment is closed, shielded from a cancellation meanwhile.
 
     The one place ``kernos mcp`` composes tools: :func:`kernos._app.agent_session`, as
-    ``kernos run`` does (``toolsets``: the factories, e.g. drawing on shared MCP servers).
+    ``kernos run`` does (``toolsets``: the factories, e.g. drawing on shared MCP servers). The
+    host is the lead of the teams it forms: the lead's team tools are there from the start, and
+    ``on_mail`` is given the session and what claims its team mail onto its queue (see
+    :meth:`KernosMcpServer.call`).
     """
+    from kernos.tasks import TaskToolset
+
     async with _agent_session(
         runtime, agent, wait=False, toolsets=toolsets, without_model=True
     ) as (session, opened):
+        for toolset in opened:
+            if isinstance(toolset, TaskToolset):
+                toolset.host_lead(session)
+                if on_mail is not None:
+                    on_mail(session, toolset.lead_mail)
         try:
             yield session
         finally:
@@ -311,6 +325,8 @@ class KernosMcpServer:
         self._opening: dict[str, asyncio.Future[_Hosted]] = {}
         self._hosts: set[asyncio.Task[None]] = set()
         self._watched: dict[str, _Watched] = {}
+        #: what claims each session's team mail onto its queue, by session id
+        self._lead_mail: dict[str, Callable[[], bool]] = {}
         from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 
         #: 2026-07-28: resource updates reach the open subscriptions/listen streams through it
@@ -367,7 +383,12 @@ class KernosMcpServer:
     def _agent_session(
         self, runtime: Runtime, agent: str
     ) -> contextlib.AbstractAsyncContextManager[Session]:
-        return agent_session(runtime, agent, toolsets=self.mcp_servers.factories())
+        return agent_session(
+            runtime, agent, toolsets=self.mcp_servers.factories(), on_mail=self._on_mail
+        )
+
+    def _on_mail(self, session: Session, claim: Callable[[], bool]) -> None:
+        self._lead_mail[session.session_id] = claim
 
     @property
     def open_sessions(self) -> int:
@@ -413,7 +434,9 @@ class KernosMcpServer:
             if not isinstance(exc, Exception):
                 raise
         finally:
-            self._hosted.pop(key, None)
+            hosted_now = self._hosted.pop(key, None)
+            if hosted_now is not None:
+                self._lead_mail.pop(hosted_now.session.session_id, None)
             self._unwatch(key)
 
     async def close_session(self, key: str) -> None:
@@ -651,7 +674,7 @@ class KernosMcpServer:
         ctx: ServerRequestContext[Any, Any] | None = None,
     ) -> ToolResult:
         """One call through the boundary, as the host sent it; the connection's pending
-        completion notices are appended to its text."""
+        completion notices and team mail (the host is its teams' lead) are appended to its text."""
         from kernos.tasks import FOREGROUND_WAIT
 
         spec = {s.name: s for s in self.tools(session)}.get(name)
@@ -677,6 +700,9 @@ class KernosMcpServer:
             result = await (self._with_progress(work, ctx) if _has_token(ctx) else work)
         if (text := clean_text(result.text)) is not result.text:
             result = dataclasses.replace(result, text=text)
+        claim_mail = self._lead_mail.get(session.session_id)
+        if claim_mail is not None:  # team mail for the host (the lead) rides along as a notice
+            claim_mail()
         notices = session.take_queued()
         if notices:
             result = dataclasses.replace(result, text=f"{result.text}\n\n{notices}")

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from kernos.cli._watch import Row, Usage, build_rows, cells, parse_keys, plain, signature
+from kernos.runtime import Store
+from kernos.tasks import TeamStore
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, SPAWN, agent_is
 from tests._wait import wait_for
@@ -293,8 +295,65 @@ def test_once_prints_one_snapshot_with_tokens_and_cost(
     assert f"{row['input_tokens']}/{row['output_tokens']}" == spent[child]
     assert sorted(row) == sorted(
         ["kind", "id", "parent", "depth", "status", "agent", "model", "executor", "label",
-         "elapsed", "requests", "input_tokens", "output_tokens", "cost"]
+         "elapsed", "requests", "input_tokens", "output_tokens", "cost", "team", "unread"]
     )  # fmt: skip
+    assert (row["team"], row["unread"]) == (None, None)  # a child in no team
+
+
+def test_once_groups_members_under_their_team_with_unread_counts(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    crew = {"team": "crew", "subagent_type": "explore", "run_in_background": False,
+            "tasks": [{"prompt": "ALPHA-JOB", "name": "alpha"},
+                      {"prompt": "BETA-JOB", "name": "beta"}]}  # fmt: skip
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "form a crew")),
+        tool_call("task", crew, when=agent_is("MAIN-AGENT", "Started task")),
+        text("alpha done", when=agent_is("EXPLORE-AGENT", "ALPHA-JOB")),
+        text("beta done", when=agent_is("EXPLORE-AGENT", "BETA-JOB")),
+        text("survey done", when=agent_is("EXPLORE-AGENT", "Survey the repository")),
+        # anywhere in the request: pydantic-ai adds a note after it when the team tools arrive
+        text("Done.", when=lambda r: "MAIN-AGENT" in str(r) and "Batch completed" in str(r)),
+        text("Noted.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    env = environment(project, server)
+    run = subprocess.run(
+        [KERNOS, "run", "form a crew", "-q"], cwd=project, env=env, capture_output=True,
+        text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    # mail no one has read yet: two for beta (its run is over), one for the lead
+    store = Store.open(project / ".kernos")
+    try:
+        teams = TeamStore(store)
+        ((lead, _),) = teams.teams()
+        teams.post(lead, "crew", "alpha", "beta", "first")
+        teams.post(lead, "crew", "alpha", "beta", "second")
+        teams.post(lead, "crew", "beta", "lead", "for you")
+    finally:
+        store.close()
+    once = subprocess.run(
+        [KERNOS, "tasks", "watch", "--once"], cwd=project, env=env, capture_output=True,
+        text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert once.returncode == 0, once.stderr
+    _, _, survey, team, alpha, beta = once.stdout.splitlines()  # header, session
+    assert survey.startswith("└ t_") and survey.endswith("survey")  # in no team: alone
+    assert team.startswith("└ crew ") and team.split()[2] == "idle"
+    assert team.endswith("team crew · 2 members · lead 1 unread")
+    assert alpha.startswith("  └ t_") and alpha.endswith("alpha · 0 unread")  # one level down
+    assert beta.startswith("  └ t_") and beta.endswith("beta · 2 unread")
+
+    as_json = subprocess.run(
+        [KERNOS, "tasks", "watch", "--once", "--json"], cwd=project, env=env,
+        capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    (document,) = [json.loads(line) for line in as_json.stdout.splitlines()]
+    rows = [(r["kind"], r["depth"], r["team"], r["unread"]) for r in document["rows"]]
+    assert rows == [
+        ("session", 0, None, None), ("task", 1, None, None), ("team", 1, "crew", 1),
+        ("task", 2, "crew", 0), ("task", 2, "crew", 2),
+    ]  # fmt: skip
 
 
 def test_an_empty_store_is_said_plainly(project: Path, server: FakeOpenAIServer) -> None:
@@ -352,6 +411,32 @@ def test_a_child_whose_parent_task_is_not_listed_hangs_under_its_session() -> No
     assert [(r.kind, r.id, r.depth) for r in rows] == [("session", "s_gone", 0), ("task", "t_c", 1)]
 
 
+def test_members_hang_under_their_team_row_at_the_place_of_the_first() -> None:
+    tasks = [
+        task("t_a", "s_main", "s_a", 1.0, name="alpha"),
+        task("t_x", "s_main", "s_x", 2.0),
+        task("t_b", "s_main", "s_b", 3.0, name="beta", status="completed"),
+        task("t_b1", "s_b", "s_b1", 4.0),
+    ]
+    teams = [
+        {"team": "crew", "lead_session": "s_main", "lead_unread": 3,
+         "members": [{"name": "alpha", "task_id": "t_a", "status": "running", "unread": 1},
+                     {"name": "beta", "task_id": "t_b", "status": "completed", "unread": 0}]},
+    ]  # fmt: skip
+    rows = build_rows(tasks, {}, now=5.0, teams=teams)
+    assert [(r.kind, r.id, r.depth, r.unread) for r in rows] == [
+        ("session", "s_main", 0, None), ("team", "crew", 1, 3), ("task", "t_a", 2, 1),
+        ("task", "t_b", 2, 0), ("task", "t_b1", 3, None), ("task", "t_x", 1, None),
+    ]  # fmt: skip
+    by_id = {r.id: r for r in rows}
+    assert cells(by_id["crew"])[:2] == ("└ crew", "1 active")
+    assert by_id["t_a"].label == "alpha · 1 unread"
+    assert cells(by_id["t_b1"])[0] == "    └ t_b1"
+    # a read message is a change to show
+    fewer = [{**teams[0], "lead_unread": 2}]
+    assert signature(rows) != signature(build_rows(tasks, {}, now=5.0, teams=fewer))
+
+
 def test_keys_and_arrows_are_parsed() -> None:
     assert parse_keys("\x1b[A\x1b[Bjkq") == ["up", "down", "down", "up", "q"]
     assert parse_keys("\x1bOA") == ["up"]
@@ -365,3 +450,24 @@ def test_a_refresh_is_a_change_of_data_not_of_the_clock() -> None:
     assert signature(early) == signature(later) != signature(done)
     assert plain([]) == "(no tasks)"
     assert isinstance(early[0], Row)
+
+
+def test_the_view_reads_again_when_team_mail_is_sent_or_read(tmp_path: Path) -> None:
+    from kernos.cli._watch import Source
+    from kernos.tasks import TaskStore
+
+    store = Store.open(tmp_path)
+    try:
+        tasks, teams = TaskStore(store), TeamStore(store)
+        source = Source(tasks, 100)
+        assert source.poll(1.0) is True  # the first look reads
+        assert source.poll(1.1) is False  # nothing changed
+        teams.join("s_lead", "crew", "alpha", "t_a")
+        assert source.poll(1.2) is True  # a member joined
+        teams.post("s_lead", "crew", "lead", "alpha", "hello")
+        assert source.poll(1.3) is True  # mail sent: an unread count moved
+        assert source.poll(1.4) is False
+        assert teams.take("s_lead", "crew", "alpha", "k1") == [("lead", "hello")]
+        assert source.poll(1.5) is True  # and read
+    finally:
+        store.close()

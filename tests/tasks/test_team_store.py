@@ -50,3 +50,22 @@ def test_mail_is_stored_once_per_key_and_read_once(store_target: str) -> None:
     assert store.post("s_lead", "crew", "alpha", "beta", "one", key="wf:1") == 1  # read already
     assert len(store.mail("s_lead", "crew")) == 2
     store.store.close()
+
+
+def test_a_request_counted_under_its_key_is_not_counted_again(store_target: str) -> None:
+    """A durable run replayed after a crash asks again for the requests it made: each key is
+    counted once; a request refused at the limit is refused again, and counts nothing."""
+    store = TeamStore(Store(store_target))
+    try:
+        assert store.count_request("s_lead", "crew", 3, "t_a:1:1") == 1
+        assert store.count_request("s_lead", "crew", 3, "t_a:1:2") == 2
+        assert store.count_request("s_lead", "crew", 3, "t_a:1:1") == 2  # the replay: no more
+        assert store.count_request("s_lead", "crew", 3, "t_a:1:2") == 2
+        assert store.count_request("s_lead", "crew", 3) == 3  # no key: each counted
+        assert store.count_request("s_lead", "crew", 3, "t_b:1:1") is None  # at the limit
+        assert store.count_request("s_lead", "crew", 3, "t_b:1:1") is None  # and again
+        assert store.count_request("s_lead", "crew", 3, "t_a:1:1") == 3  # counted before
+        assert store.requests("s_lead", "crew") == 3
+        assert store.count_request("s_lead", "other", 3, "t_a:1:1") == 1  # a key is per team
+    finally:
+        store.store.close()

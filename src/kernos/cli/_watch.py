@@ -2,9 +2,11 @@
 
 Each main session is a row with its children below it (and theirs below them): status, model,
 executor (when the store records one), elapsed time, tokens in / out from the ``usage`` table and
-the cost when genai-prices knows the model (``unknown`` otherwise). The store is polled cheaply
-(a row count and the newest ``updated_at`` / usage id, every :data:`POLL_SECONDS`); only a change
-reads the rows again.
+the cost when genai-prices knows the model (``unknown`` otherwise). The members of a team are
+grouped under a row of their team (its lead's unread mail), each with its own unread mail
+(:func:`kernos.tasks.group_members`). The store is polled cheaply (a row count and the newest
+``updated_at`` / usage id / team mail count, every :data:`POLL_SECONDS`); only a change reads the
+rows again.
 
 On a terminal it is a full-screen view (rich ``Live``, plain ANSI, so it works over SSH): ↑/↓ (or
 k/j) select a task, ``t`` shows or hides its transcript tail, ``c`` cancels it (the same path as
@@ -12,12 +14,13 @@ k/j) select a task, ``t`` shows or hides its transcript tail, ``c`` cancels it (
 terminal it prints the table again each time something changes; ``--once`` prints one snapshot and
 exits. ``--json`` prints each snapshot as one JSON document per line::
 
-    {"at": 1767225600.0, "rows": [{"kind": "session" | "task", "id", "parent", "depth",
-     "status", "agent", "model", "executor", "label", "elapsed", "requests", "input_tokens",
-     "output_tokens", "cost"}, ...]}
+    {"at": 1767225600.0, "rows": [{"kind": "session" | "team" | "task", "id", "parent",
+     "depth", "status", "agent", "model", "executor", "label", "elapsed", "requests",
+     "input_tokens", "output_tokens", "cost", "team", "unread"}, ...]}
 
 ``elapsed`` is in seconds (``null`` before a task starts); ``cost`` is in USD, ``null`` when
-unknown.
+unknown. A ``team`` row's ``id`` is the team's name and its ``unread`` the lead's unread mail; a
+member's ``team`` is its team and ``unread`` its unread mail (both ``null`` outside teams).
 """
 
 from __future__ import annotations
@@ -34,12 +37,12 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernos.cli._table import count, duration, one_line, table
-from kernos.tasks import ACTIVE
+from kernos.tasks import ACTIVE, group_members
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
-    from kernos.tasks import TaskStore
+    from kernos.tasks import TaskStore, TeamStore
 
 #: how often the store is checked for changes, in seconds
 POLL_SECONDS = 0.5
@@ -108,6 +111,29 @@ class Row:
     input_tokens: int
     output_tokens: int
     cost: float | None
+    team: str | None = None
+    unread: int | None = None
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A member as the view shows it: its team, its name, its unread mail."""
+
+    team: str
+    name: str
+    unread: int
+
+
+def seats_of(teams: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Seat], dict[str, int]]:
+    """From :meth:`kernos.tasks.TeamStore.overview`: each member's seat by task id, and the
+    lead's unread mail by ``lead session/team``. Pure."""
+    seats: dict[str, Seat] = {}
+    leads: dict[str, int] = {}
+    for team in teams:
+        leads[f"{team['lead_session']}/{team['team']}"] = int(team.get("lead_unread") or 0)
+        for member in team.get("members", ()):
+            seats[member["task_id"]] = Seat(team["team"], member["name"], int(member["unread"]))
+    return seats, leads
 
 
 def _elapsed(task: Mapping[str, Any], now: float) -> float | None:
@@ -121,11 +147,16 @@ def _elapsed(task: Mapping[str, Any], now: float) -> float | None:
 
 
 def build_rows(
-    tasks: Sequence[Mapping[str, Any]], usage: Mapping[str, Usage], now: float
+    tasks: Sequence[Mapping[str, Any]],
+    usage: Mapping[str, Usage],
+    now: float,
+    teams: Sequence[Mapping[str, Any]] = (),
 ) -> list[Row]:
     """The tree: each main session (newest activity first), its children in the order they were
-    created, their children below them. A task whose parent task is not among ``tasks`` hangs
-    under its parent session. Pure."""
+    created, their children below them; the members of a team under a row of their team, at the
+    place of its first member (``teams``: :meth:`kernos.tasks.TeamStore.overview`). A task whose
+    parent task is not among ``tasks`` hangs under its parent session. Pure."""
+    seats, leads = seats_of(teams)
     by_parent: dict[str, list[Mapping[str, Any]]] = {}
     for task in sorted(tasks, key=lambda t: (t.get("created_at") or 0, t["id"])):
         by_parent.setdefault(task["parent_session"], []).append(task)
@@ -138,32 +169,67 @@ def build_rows(
     rows: list[Row] = []
     seen: set[str] = set()
 
+    def add_task(task: Mapping[str, Any], session: str, depth: int) -> None:
+        if task["id"] in seen:  # a damaged store could make a cycle
+            return
+        seen.add(task["id"])
+        spent = usage.get(task.get("child_session") or "", _NO_USAGE)
+        seat = seats.get(task["id"])
+        label = str(task.get("name") or task.get("label") or "")
+        rows.append(
+            Row(
+                kind="task",
+                id=task["id"],
+                parent=session,
+                depth=depth,
+                status=str(task.get("status") or ""),
+                agent=str(task.get("target") or ""),
+                model=str(task.get("model") or ""),
+                executor=str(task.get("executor") or ""),
+                label=f"{label} · {seat.unread} unread" if seat is not None else label,
+                elapsed=_elapsed(task, now),
+                requests=spent.requests,
+                input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens,
+                cost=spent.cost,
+                team=seat.team if seat is not None else None,
+                unread=seat.unread if seat is not None else None,
+            )
+        )
+        if task.get("child_session"):
+            add_children(task["child_session"], depth + 1)
+
     def add_children(session: str, depth: int) -> None:
-        for task in by_parent.get(session, ()):
-            if task["id"] in seen:  # a damaged store could make a cycle
+        children = {task["id"]: task for task in by_parent.get(session, ())}
+        member_of = {tid: seats[tid].team for tid in children if tid in seats}
+        for team, ids in group_members(list(children), member_of):
+            if team is None:
+                add_task(children[ids[0]], session, depth)
                 continue
-            seen.add(task["id"])
-            spent = usage.get(task.get("child_session") or "", _NO_USAGE)
+            unread = leads.get(f"{session}/{team}", 0)
+            working = sum(1 for tid in ids if children[tid].get("status") in ACTIVE)
             rows.append(
                 Row(
-                    kind="task",
-                    id=task["id"],
+                    kind="team",
+                    id=team,
                     parent=session,
                     depth=depth,
-                    status=str(task.get("status") or ""),
-                    agent=str(task.get("target") or ""),
-                    model=str(task.get("model") or ""),
-                    executor=str(task.get("executor") or ""),
-                    label=str(task.get("name") or task.get("label") or ""),
-                    elapsed=_elapsed(task, now),
-                    requests=spent.requests,
-                    input_tokens=spent.input_tokens,
-                    output_tokens=spent.output_tokens,
-                    cost=spent.cost,
+                    status=f"{working} active" if working else "idle",
+                    agent="",
+                    model="",
+                    executor="",
+                    label=f"team {team} · {len(ids)} members · lead {unread} unread",
+                    elapsed=None,
+                    requests=0,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cost=None,
+                    team=team,
+                    unread=unread,
                 )
             )
-            if task.get("child_session"):
-                add_children(task["child_session"], depth + 1)
+            for task_id in ids:
+                add_task(children[task_id], session, depth + 1)
 
     for session in roots:
         spent = usage.get(session, _NO_USAGE)
@@ -227,9 +293,10 @@ def document(rows: Sequence[Row], now: float) -> dict[str, Any]:
 def signature(rows: Sequence[Row]) -> tuple[tuple[Any, ...], ...]:
     """What a plain refresh compares: everything but the elapsed times (a clock is no change)."""
     return tuple(
-        (r.id, r.status, r.model, r.executor, r.label, r.requests, r.input_tokens, r.output_tokens)
+        (r.kind, r.id, r.status, r.model, r.executor, r.label, r.requests, r.input_tokens,
+         r.output_tokens, r.unread)
         for r in rows
-    )
+    )  # fmt: skip
 
 
 # -- reading the store -------------------------------------------------------------------------
@@ -239,23 +306,21 @@ class Source:
     """The store as the view reads it: a cheap change check, then the rows and usage sums."""
 
     def __init__(self, store: TaskStore, limit: int) -> None:
-        from kernos.cli._usage_store import open_usage
+        from kernos.tasks import TeamStore
 
         self.tasks = store
-        self.store = open_usage(store.store)
+        self.teams: TeamStore = TeamStore(store.store)
         self.limit = limit
         self._usage: dict[str, Usage] = {}
         self._usage_seen = 0
         self._mark: tuple[Any, ...] | None = None
         self._rows: list[dict[str, Any]] = []
+        self._teams: list[dict[str, Any]] = []
         self._reconciled = 0.0
 
     def mark(self) -> tuple[Any, ...]:
-        """A few numbers that change whenever a task row or a usage row does."""
-        self.tasks.flush()
-        (tasks,) = self.store.query("SELECT COUNT(*), MAX(updated_at) FROM tasks")
-        (usage,) = self.store.query("SELECT MAX(id) FROM usage")
-        return (tasks[0], tasks[1], usage[0])
+        """A few numbers that change whenever a task row, a usage row or team mail does."""
+        return (*self.tasks.watch_mark(), *self.teams.mail_mark())
 
     def poll(self, now: float) -> bool:
         """Read again if anything changed; ``True`` when it did."""
@@ -267,28 +332,23 @@ class Source:
             return False
         self._mark = mark
         self._rows = self.tasks.recent(self.limit)
+        self._teams = self.teams.overview()
         self._read_usage()
         return True
 
     def _read_usage(self) -> None:
         from kernos.cli._usage_store import with_cost
 
-        found = self.store.query(
-            "SELECT id, session_id, agent, model, provider, input_tokens, output_tokens,"
-            " cached_tokens FROM usage WHERE id > ? ORDER BY id",
-            (self._usage_seen,),
-        )
-        for entry in found:
-            row = with_cost(dict(entry))
+        for entry in self.tasks.usage_after(self._usage_seen):
+            row = with_cost(entry)
             self._usage[row["session_id"]] = self._usage.get(row["session_id"], _NO_USAGE).plus(row)
             self._usage_seen = max(self._usage_seen, int(row["id"]))
 
     def rows(self, now: float) -> list[Row]:
-        return build_rows(self._rows, self._usage, now)
+        return build_rows(self._rows, self._usage, now, self._teams)
 
     def last_seq(self, task_id: str) -> int:
-        (row,) = self.store.query("SELECT MAX(seq) FROM task_events WHERE task_id = ?", (task_id,))
-        return int(row[0] or 0)
+        return self.tasks.last_seq(task_id)
 
     def tail(self, task_id: str, lines: int) -> list[str]:
         return self.tasks.transcript(task_id)[-lines:]

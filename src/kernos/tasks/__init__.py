@@ -40,6 +40,7 @@ if typing.TYPE_CHECKING:
         progress_text,
         render_event,
     )
+    from kernos.tasks._team_rules import group_members
     from kernos.tasks._team_store import TeamStore
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
     from kernos.tasks._worker_lines import ended_line, took_line
@@ -73,6 +74,7 @@ __all__ = [
     "clamp_task_summary",
     "crash_mode",
     "ended_line",
+    "group_members",
     "normalize_task_arguments",
     "progress_payload",
     "progress_text",

@@ -681,6 +681,17 @@ class TaskToolset(BaseToolset):
     async def wait_change(self) -> None:
         await self.manager.wait_change(self.session)
 
+    def host_lead(self, session: Session) -> None:
+        """``kernos mcp``: the host is ``session``'s lead, with the lead's team tools from the
+        start (see :meth:`kernos.tasks._teams.Teams.seat_lead`)."""
+        self.session = self.session or session
+        self.manager.teams.seat_lead(session)
+
+    def lead_mail(self) -> bool:
+        """The team mail for the session, claimed now and queued on it (``kernos mcp`` appends
+        it to the host's next tool result); ``True`` when there was some."""
+        return self.session is not None and self.manager.teams.deliver_lead(self.session)
+
     async def cancel(self, reason: str) -> None:
         """Stop every child now, each recorded ``cancelled`` with ``reason``."""
         self.manager.cancel_all(reason)

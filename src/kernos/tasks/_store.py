@@ -346,6 +346,29 @@ class TaskStore:
         )
         return int(rows[0]["seq"]) if rows else 0
 
+    # -- what ``kernos tasks watch`` reads ----------------------------------------------------
+    def watch_mark(self) -> tuple[Any, ...]:
+        """A few numbers that change whenever a task row or a ``usage`` row does."""
+        from kernos.runtime import open_usage
+
+        self.flush()
+        open_usage(self.store)
+        (tasks,) = self.store.query("SELECT COUNT(*), MAX(updated_at) FROM tasks")
+        (usage,) = self.store.query("SELECT MAX(id) FROM usage")
+        return (tasks[0], tasks[1], usage[0])
+
+    def usage_after(self, after: int) -> list[dict[str, Any]]:
+        """The ``usage`` rows (model responses) with an id past ``after``, oldest first."""
+        from kernos.runtime import open_usage
+
+        open_usage(self.store)
+        rows = self.store.query(
+            "SELECT id, session_id, agent, model, provider, input_tokens, output_tokens,"
+            " cached_tokens FROM usage WHERE id > ? ORDER BY id",
+            (after,),
+        )
+        return [dict(row) for row in rows]
+
     def resumes(self, task_ids: Sequence[str]) -> dict[tuple[str, int], int]:
         """How often each run (task id, epoch) of ``task_ids`` was resumed after its executor
         died (its ``resumed`` events), in one query."""

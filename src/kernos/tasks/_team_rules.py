@@ -100,3 +100,24 @@ def unknown_recipient(to: str, names: Iterable[str], team: str) -> ToolError:
 
 def board_move(current: str, target: str) -> bool:
     return target in BOARD_MOVES.get(current, frozenset())
+
+
+def group_members(
+    children: Sequence[str], teams: Mapping[str, str]
+) -> list[tuple[str | None, list[str]]]:
+    """A session's children (task ids, in order) as the watch view shows them: the members of
+    each team together, at the place of the team's first member; a child in no team alone.
+    ``teams``: the team of each child that is a member. Each entry is ``(team, task ids)``,
+    ``(None, [task id])`` for a child in no team."""
+    groups: list[tuple[str | None, list[str]]] = []
+    at: dict[str, list[str]] = {}
+    for task_id in children:
+        team = teams.get(task_id)
+        if team is None:
+            groups.append((None, [task_id]))
+        elif team in at:
+            at[team].append(task_id)
+        else:
+            at[team] = [task_id]
+            groups.append((team, at[team]))
+    return groups

@@ -75,6 +75,20 @@ MIGRATIONS = [
         )
         """,
     ),
+    (
+        3,
+        "the model requests a team's count holds, by key",
+        # a durable run replayed after a crash asks again for the requests it made: each is
+        # counted once, under its run and ordinal (TeamStore.count_request)
+        """
+        CREATE TABLE team_turn_keys (
+            lead_session TEXT NOT NULL,
+            team TEXT NOT NULL,
+            turn_key TEXT NOT NULL,
+            PRIMARY KEY (lead_session, team, turn_key)
+        )
+        """,
+    ),
 ]
 
 
@@ -124,26 +138,44 @@ class TeamStore:
         return [(row[0], row[1]) for row in rows]
 
     # -- the team bound -----------------------------------------------------------------------
-    def count_request(self, lead: str, team: str, limit: int) -> int | None:
-        """Count one model request of a team against ``limit`` in one conditional statement
-        (processes counting at once never pass it together); the count now, or ``None`` when
-        ``limit`` requests were made already."""
-        for _ in range(2):
-            rows = self.store.write_now(
-                "UPDATE team_turns SET requests = requests + 1 WHERE lead_session = ? "
-                "AND team = ? AND requests < ? RETURNING requests",
-                (lead, team, limit),
-            )
-            if rows:
-                return int(rows[0][0])
-            created = self.store.write_now(
+    def count_request(self, lead: str, team: str, limit: int, key: str | None = None) -> int | None:
+        """Count one model request of a team against ``limit`` (processes counting at once never
+        pass it together); the count now, or ``None`` when ``limit`` requests were made already.
+        A request counted under ``key`` before (the same request of a run replayed after a
+        crash) is not counted again: the answer is the count now."""
+        self.store.flush()
+        team_of = "lead_session = ? AND team = ?"
+        with self.store.transaction() as conn:
+            if key is not None:
+                fresh = conn.execute(
+                    "INSERT INTO team_turn_keys (lead_session, team, turn_key) VALUES (?, ?, ?) "
+                    "ON CONFLICT (lead_session, team, turn_key) DO NOTHING RETURNING turn_key",
+                    (lead, team, key),
+                ).fetchall()
+                if not fresh:  # counted when first made
+                    rows = conn.execute(
+                        f"SELECT requests FROM team_turns WHERE {team_of}", (lead, team)
+                    ).fetchall()
+                    return int(rows[0][0]) if rows else 0
+            conn.execute(
                 "INSERT INTO team_turns (lead_session, team, requests) VALUES (?, ?, 0) "
-                "ON CONFLICT (lead_session, team) DO NOTHING RETURNING requests",
+                "ON CONFLICT (lead_session, team) DO NOTHING",
                 (lead, team),
             )
-            if not created:
-                return None  # the row was there: the limit is reached
-        return None
+            # one conditional statement: of two processes at the limit, one passes
+            rows = conn.execute(
+                f"UPDATE team_turns SET requests = requests + 1 WHERE {team_of} "
+                "AND requests < ? RETURNING requests",
+                (lead, team, limit),
+            ).fetchall()
+            if not rows:
+                if key is not None:  # not counted: a replay asks again, and is refused again
+                    conn.execute(
+                        f"DELETE FROM team_turn_keys WHERE {team_of} AND turn_key = ?",
+                        (lead, team, key),
+                    )
+                return None
+        return int(rows[0][0])
 
     def requests(self, lead: str, team: str) -> int:
         rows = self.store.query(
@@ -228,6 +260,13 @@ class TeamStore:
             (lead, team),
         )
         return {row[0]: int(row[1]) for row in rows}
+
+    def mail_mark(self) -> tuple[Any, ...]:
+        """Numbers that change whenever a member joins or mail is sent or read (any team)."""
+        self.store.flush()
+        (members,) = self.store.query("SELECT COUNT(*) FROM team_members")
+        (mail,) = self.store.query("SELECT COUNT(*), COUNT(taken_by) FROM team_mail")
+        return (members[0], mail[0], mail[1])
 
     def mail(self, lead: str, team: str) -> list[dict[str, Any]]:
         """Every message of a team, in the order sent."""

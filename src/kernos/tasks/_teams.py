@@ -119,13 +119,18 @@ def _prepare(raw: Any) -> dict[str, Any]:
 class TeamMeter(BudgetMeter):
     """A member's budget meter that also counts its request against its team's bound."""
 
-    def __init__(self, inner: BudgetMeter, teams: Teams, seat: Seat) -> None:
+    def __init__(self, inner: BudgetMeter, teams: Teams, seat: Seat, run: str) -> None:
         super().__init__(inner.budget, inner.requests, inner.tokens, inner.seen)
         self.teams = teams
         self.seat = seat
+        #: the run's key and its requests so far: a replayed run makes the same requests in the
+        #: same order, so each request's key is the same on every replay
+        self.run = run
+        self.made = 0
 
     def before_request(self) -> None:
-        self.teams.count_request(self.seat)
+        self.made += 1
+        self.teams.count_request(self.seat, f"{self.run}:{self.made}")
         super().before_request()
 
 
@@ -167,6 +172,11 @@ class Teams:
             return
         self.seats[task_id] = Seat(lead.session_id, item.team, item.name)
         self.store.join(lead.session_id, item.team, item.name, task_id)
+        self.seat_lead(lead)
+
+    def seat_lead(self, lead: Session) -> None:
+        """``lead`` gets the lead's team tools (once): at its first team, or from the start
+        when it is an MCP host (``kernos mcp``: a host lists its tools once)."""
         if lead.session_id not in self.leads:
             self.leads[lead.session_id] = lead
             lead.add_tools(self.tools(lead, None, LEAD_TOOLS))
@@ -206,16 +216,17 @@ class Teams:
         from kernos.runtime import Budget
 
         inner = session.budget or BudgetMeter(Budget(), seen=len(session.history))
-        session.budget = TeamMeter(inner, self, seat)
+        session.budget = TeamMeter(inner, self, seat, f"{record.id}:{record.run_epoch}")
 
-    def count_request(self, seat: Seat) -> None:
+    def count_request(self, seat: Seat, turn: str | None = None) -> None:
         """Count one model request of ``seat``'s team, or raise past ``team_max_turns``: in
         memory on the local engine (every member runs here), in the store on the DBOS engine
-        (members run on any worker)."""
+        (members run on any worker), once per ``turn`` key (a replayed run's requests were
+        counted when first made)."""
         limit = self.manager.config.tasks.team_max_turns
         key = (seat.lead, seat.team)
         if getattr(self.manager.engine, "replays", False):
-            counted = self.store.count_request(seat.lead, seat.team, limit)
+            counted = self.store.count_request(seat.lead, seat.team, limit, turn)
             if counted is None:
                 used = self.store.requests(seat.lead, seat.team)
                 raise BudgetExceeded(
@@ -384,9 +395,12 @@ class Teams:
         deadline = loop.time() + timeout
         if until == "mail":
             self.mail_waiters.add(lead.session_id)
+        durable = bool(getattr(self.manager.engine, "replays", False))
         try:
             while True:
                 changed = self.manager.change_event()
+                if durable:  # mail a member on another worker sent a finished one wakes it here
+                    self.wake_members(lead)
                 if until == "mail":
                     key = "lead:" + secrets.token_hex(8)
                     mail = self.store.take(lead.session_id, team, LEAD, key)
