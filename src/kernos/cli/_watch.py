@@ -54,6 +54,7 @@ TAIL_LINES = 12
 _STATUS_STYLE = {
     "pending": "cyan",
     "running": "yellow",
+    "waiting": "bold yellow",
     "completed": "green",
     "error": "red",
     "lost": "red",

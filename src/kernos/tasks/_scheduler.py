@@ -23,12 +23,14 @@ from kernos.runtime import (
     Runtime,
     Session,
     SessionEvent,
+    StoredRequest,
     format_duration,
     model_failure,
     model_target,
     scrub_text,
     span,
 )
+from kernos.tasks._approvals import waiting_notice
 from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
@@ -447,6 +449,32 @@ class TaskScheduler:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_notices)
+
+    def tell_parent(self, record: TaskRecord, text: str) -> None:
+        """Queue ``text`` for ``record``'s parent, delivered with this loop turn's notices."""
+        _, notes = self._outbox.setdefault(record.parent.session_id, (record.parent, []))
+        notes.append(text)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_notices)
+
+    # -- approval requests (kernos.tasks._approvals) -------------------------------------------
+    def waiting(self, record: TaskRecord, request: StoredRequest) -> None:
+        """``record``'s run waits on the approval request ``request``: its status is
+        ``waiting`` and its parent is told which request, and how a person answers it."""
+        self._move(record, TaskStatus.WAITING)
+        self.store.event(record.id, "approval_asked", {"request": request.id, "tool": request.tool})
+        self.tell_parent(record, waiting_notice(record, request))
+
+    def resumed(self, record: TaskRecord, request: StoredRequest) -> None:
+        """The request ``record`` waited on was answered (or timed out): it runs again."""
+        self.store.event(
+            record.id,
+            "approval_answered",
+            {"request": request.id, "state": str(request.state), "by": request.answered_by},
+        )
+        if record.status == TaskStatus.WAITING:
+            self._move(record, TaskStatus.RUNNING)
 
     def _flush_notices(self) -> None:
         """Everything ready in this loop turn goes to each parent as one message."""
