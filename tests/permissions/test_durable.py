@@ -168,3 +168,41 @@ def test_answering_bad_ids_and_a_malformed_rule_is_one_line_exit_2(tmp_path: Pat
     assert broken.returncode == 2
     assert "not a permission rule" in broken.stderr
     assert broken.stdout == ""
+
+
+def test_a_request_of_a_cancelled_or_lost_task_is_expired(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG)
+    _script(server, "was cancelled", "Stopped.")
+    run = _start(server, tmp_path)
+    try:
+        (request,) = wait_for(lambda: _open_requests(tmp_path), "an approval request", alive=[run])
+        cancelled = kernos("tasks", "cancel", request["task_id"], cwd=tmp_path)
+        assert cancelled.returncode == 0, cancelled.stderr
+        wait_for(lambda: _open_requests(tmp_path) == [], "the request to close", alive=[run])
+    finally:
+        run.kill()
+        run.communicate()
+    late = kernos("approve", request["id"], cwd=tmp_path)
+    assert late.returncode == 2
+    assert f"request {request['id']} is closed: its task ended before it was answered" in (
+        late.stderr
+    )
+    assert not (tmp_path / "bg.txt").exists()
+
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    (lost / "kernos.toml").write_text(CONFIG)
+    _script(server, "never reached", "Never.")
+    run = _start(server, lost)
+    try:
+        (request,) = wait_for(lambda: _open_requests(lost), "an approval request", alive=[run])
+    finally:
+        run.kill()  # SIGKILL: the process that ran the child is gone
+        run.communicate()
+    assert _task_status(lost, request["task_id"]) == "lost"  # the listing reconciles it
+    assert _open_requests(lost) == []
+    late = kernos("deny", request["id"], cwd=lost)
+    assert late.returncode == 2
+    assert "its task ended before it was answered (the task was lost: " in late.stderr
