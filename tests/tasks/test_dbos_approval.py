@@ -122,6 +122,9 @@ def test_a_worker_killed_while_its_child_waits_resumes_it_waiting_and_the_tool_r
     assert run.returncode == 0, errors
     assert out == "Survey: done.\n"
     assert effects.read_text("utf-8") == "sent once\n"  # exactly once
+    # the parent (in `kernos run`, following the child's row) was told which request it waits on
+    told = [r for r in server.requests if agent_is("MAIN-AGENT", request["id"])(r)]
+    assert told and "kernos approve" in str(told[0]["messages"][-1])
 
 
 def _executor(project: Path, task_id: str) -> str | None:

@@ -110,6 +110,14 @@ class ApprovalStore:
         )
         return [StoredRequest.from_row(dict(row)) for row in rows]
 
+    def open_for_task(self, task_id: str) -> list[StoredRequest]:
+        """``task_id``'s open requests, oldest first."""
+        rows = self.store.query(
+            "SELECT * FROM approval_requests WHERE task_id = ? AND state = ? ORDER BY asked_at, id",
+            (task_id, str(ApprovalState.OPEN)),
+        )
+        return [StoredRequest.from_row(dict(row)) for row in rows]
+
     def settle(
         self,
         request_id: str,

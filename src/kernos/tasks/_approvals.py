@@ -27,6 +27,7 @@ from kernos.runtime import (
 )
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._state import TaskStatus
+from kernos.tasks._store import executor_id
 
 if TYPE_CHECKING:
     from kernos.tasks._scheduler import TaskRecord, TaskScheduler
@@ -153,3 +154,26 @@ def expire_requests(scheduler: TaskScheduler, record: TaskRecord, status: TaskSt
         ApprovalStore(scheduler.runtime.store).expire_task(record.id, f"the task ended {status}")
     except Exception as exc:  # the store is unreachable: the reaper's lose() closes them later
         log.warning("task %s: its approval requests were not closed: %s", record.id, exc)
+
+
+def follow_waiting(scheduler: TaskScheduler, record: TaskRecord, status: TaskStatus) -> None:
+    """A child another process runs (the DBOS engine's follower read its row) started waiting:
+    its parent here is told which request, as :meth:`TaskScheduler.waiting` tells it when the
+    child runs here."""
+    if status != TaskStatus.WAITING or record.status == TaskStatus.WAITING:
+        return
+    record.status = TaskStatus.WAITING
+    if record.executor == executor_id() or record.depth > 1:
+        return  # run here: told by waiting(); a grandchild's parent reads its own inbox
+    asyncio.get_running_loop().create_task(_tell_waiting(scheduler, record))
+
+
+async def _tell_waiting(scheduler: TaskScheduler, record: TaskRecord) -> None:
+    approvals = ApprovalStore(scheduler.runtime.store)
+    try:
+        waiting = await asyncio.to_thread(approvals.open_for_task, record.id)
+    except Exception as exc:  # the store is unreachable: the notice is skipped, the wait goes on
+        log.warning("task %s: its approval request could not be read: %s", record.id, exc)
+        return
+    for request in waiting:
+        scheduler.tell_parent(record, waiting_notice(record, request))
