@@ -62,3 +62,23 @@ def test_an_ended_task_expires_its_open_requests(tmp_path: Path) -> None:
     assert row is not None and row.state == ApprovalState.EXPIRED
     assert "its task ended before it was answered" in already_answered(row)
     assert approvals.open_requests() == []
+
+
+def test_tasks_watch_a_and_d_answer_the_selected_tasks_request(tmp_path: Path) -> None:
+    from kernos.cli._watch import Source, _Screen
+    from kernos.tasks import TaskStore
+
+    store = Store(tmp_path / "kernos.db")
+    approvals = ApprovalStore(store)
+    screen = _Screen(Source(TaskStore(store), 10))
+    screen.selected = "t_1"
+    request_id = _ask(approvals)
+    assert screen.key("a")
+    assert screen.message == f"{request_id} approved: write_file of task t_1"
+    row = approvals.get(request_id)
+    assert row is not None and row.answered_how == "kernos tasks watch"
+    assert screen.key("d")
+    assert screen.message == "t_1 has no open approval request"
+    other = _ask(approvals, "t_1:1:call_b")
+    assert screen.key("D")
+    assert screen.message == f"{other} denied: write_file of task t_1"
