@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,25 @@ def test_a_request_of_a_cancelled_or_lost_task_is_expired(
     late = kernos("deny", request["id"], cwd=lost)
     assert late.returncode == 2
     assert "its task ended before it was answered (the task was lost: " in late.stderr
+
+
+def test_the_time_a_child_waits_for_a_person_is_not_its_budgets(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    # the child's wall-clock budget is 1 s; it waits longer than that for the answer
+    (tmp_path / "kernos.toml").write_text(CONFIG + 'timeout = "1s"\n')
+    _script(server, "Created bg.txt", "Wrote the notes.")
+    run = _start(server, tmp_path)
+    try:
+        (request,) = wait_for(lambda: _open_requests(tmp_path), "an approval request", alive=[run])
+        past = request["asked_at"] + 1.5
+        wait_for(lambda: time.time() > past, "the child's budget to have passed", alive=[run])
+        answered = kernos("approve", request["id"], cwd=tmp_path)
+        assert answered.returncode == 0, answered.stderr
+        out, _ = _finish(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert out == "All done.\n"
+    assert (tmp_path / "bg.txt").read_text() == "c\n"

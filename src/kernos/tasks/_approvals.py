@@ -103,6 +103,12 @@ class TaskWaiter:
         if stored.state != ApprovalState.OPEN:  # a replayed call: answered while it was down
             return answer_of(stored)
         self.scheduler.waiting(record, stored)
+        # a person's time is not the run's: its wall-clock budget stops while it waits
+        loop = asyncio.get_running_loop()
+        deadline, began = record.deadline, loop.time()
+        due = deadline.when() if deadline is not None else None
+        if deadline is not None and due is not None:
+            deadline.reschedule(None)
         try:
             stored = await self._wait(stored, wait)
         except asyncio.CancelledError:
@@ -111,6 +117,8 @@ class TaskWaiter:
                 expire = asyncio.to_thread(self.approvals.expire_task, record.id, reason)
                 await asyncio.shield(expire)
             raise
+        if deadline is not None and due is not None:
+            deadline.reschedule(due + (loop.time() - began))
         self.scheduler.resumed(record, stored)
         return answer_of(stored)
 

@@ -72,6 +72,8 @@ class TaskRecord:
     #: stopped by SIGTERM/SIGINT with ``on_crash = "resume"``)
     leave: bool = False
     executor: str | None = None  # who runs it (``host:pid``) when not this process
+    #: the current run's wall-clock budget: paused while it waits for a person (_approvals.py)
+    deadline: asyncio.Timeout | None = None
     grants: list[str] = field(default_factory=list)
     #: a durable run (the DBOS engine): its transcript events carry keys ``EPOCH:N``, the same
     #: on every replay of the run, so a resumed run does not write its replayed part again;
@@ -200,7 +202,7 @@ class TaskScheduler:
         record.events_keyed, record.calls_keyed = 0, {}
         session.key_turns(record.run_key)
         # the wall clock starts when the engine admitted the child, not while it was queued
-        deadline = asyncio.timeout(budget.timeout)
+        deadline = record.deadline = asyncio.timeout(budget.timeout)
         try:
             self.mark_running(record)
             async with deadline:
