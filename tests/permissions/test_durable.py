@@ -169,6 +169,11 @@ def test_answering_bad_ids_and_a_malformed_rule_is_one_line_exit_2(tmp_path: Pat
     assert broken.returncode == 2
     assert "not a permission rule" in broken.stderr
     assert broken.stdout == ""
+    (tmp_path / "kernos.toml").write_text(CONFIG + '\n[permissions]\nwait = "soon"\n')
+    late = kernos("approvals", cwd=tmp_path)
+    assert late.returncode == 2 and late.stdout == ""
+    assert "'soon' is not a duration; write a duration such as" in late.stderr
+    assert '("0": never wait, deny at once)' in late.stderr
 
 
 def test_a_request_of_a_cancelled_or_lost_task_is_expired(

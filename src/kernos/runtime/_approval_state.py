@@ -34,6 +34,8 @@ ANSWERS = frozenset({ApprovalState.APPROVED, ApprovalState.DENIED})
 
 #: the default of ``[permissions] wait``: how long a call waits for an answer, in seconds
 DEFAULT_WAIT = 3600.0
+#: how to write ``[permissions] wait``
+WAIT_FIX = 'write a duration such as "30m" or "1h" ("0": never wait, deny at once)'
 
 
 def new_request_id() -> str:

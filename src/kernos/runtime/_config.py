@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from kernos.errors import NO_MODEL_MESSAGE as NO_MODEL_MESSAGE
 from kernos.errors import NoModelError as NoModelError
-from kernos.runtime._approval_state import DEFAULT_WAIT
+from kernos.runtime._approval_state import DEFAULT_WAIT, WAIT_FIX
 from kernos.runtime._budget import (
     CHILD_DEFAULTS,
     COUNT_FIX,
@@ -171,7 +171,7 @@ class PermissionsConfig(_Strict):
         try:
             return parse_duration(value)
         except ValueError as exc:
-            raise PydanticCustomError("duration", str(exc)) from None
+            raise PydanticCustomError("wait_duration", str(exc)) from None
 
     @field_validator("allow", "ask", "deny")
     @classmethod
@@ -757,6 +757,8 @@ def _validation_problem(
         return ConfigError(file, key, issue["msg"], DURATION_FIX)
     if issue["type"] == "count":
         return ConfigError(file, key, issue["msg"], COUNT_FIX)
+    if issue["type"] == "wait_duration":  # [permissions] wait: 0 is "never wait", not "no limit"
+        return ConfigError(file, key, issue["msg"], WAIT_FIX)
     return ConfigError(file, key, issue["msg"], "correct the value")
 
 
