@@ -5,9 +5,11 @@ permission rules (:mod:`kernos.runtime._permissions`) to every tool a session is
 at all; every other tool's ``execute`` decides again for the call (the calling session's agent,
 the call's ``path``), so a child handed its parent's tools is ruled by its own agent's table. An
 ``ask`` call goes to an :class:`Approver` — the CLI supplies one (a terminal prompt, its
-``--approve`` / ``--yes`` flags); with none, it is refused with ``approval_required``. A denial is
-a coded result (``denied``, with the reason) the model reads; the run goes on. No tool answers an
-approval: only the approver the process was started with.
+``--approve`` / ``--yes`` flags; ``kernos mcp``: the host's elicitation); with none, it is refused
+with ``approval_required``, unless the session has a ``waiter`` (a task's child: the call waits
+as a durable approval request anyone sharing the store answers, ``kernos.tasks._approvals``).
+A denial is a coded result (``denied``, with the reason) the model reads; the run goes on. No
+tool answers an approval: only the approver the process was started with, or a person.
 """
 
 from __future__ import annotations
