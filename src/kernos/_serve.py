@@ -61,6 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernos._app import TOOLSETS, SharedMcpServers, ToolsetFactory
 from kernos._app import agent_session as _agent_session
+from kernos._serve_approve import HostApprover, hosted_call
 from kernos._serve_resources import (
     TASK_MIME,
     TASK_TEMPLATE,
@@ -315,6 +316,8 @@ class KernosMcpServer:
         from kernos import __version__
 
         self.runtime = runtime
+        if runtime.approver is None:  # an asked call goes to the host's human (elicitation)
+            runtime.approver = HostApprover()
         self.agent = agent
         self.foreground_wait = foreground_wait
         self.progress_interval = progress_interval or min(5.0, max(0.5, foreground_wait / 10))
@@ -696,8 +699,9 @@ class KernosMcpServer:
                 tool_call_id=str(ctx.request_id) if ctx is not None else None,
                 extras={"session": session, FOREGROUND_WAIT: self.foreground_wait},
             )
-            work = call_tool(spec, raw, context)
-            result = await (self._with_progress(work, ctx) if _has_token(ctx) else work)
+            with hosted_call(ctx):  # an asked call may elicit from this host (_serve_approve.py)
+                work = call_tool(spec, raw, context)
+                result = await (self._with_progress(work, ctx) if _has_token(ctx) else work)
         if (text := clean_text(result.text)) is not result.text:
             result = dataclasses.replace(result, text=text)
         claim_mail = self._lead_mail.get(session.session_id)

@@ -131,7 +131,8 @@ def test_chat_asks_on_the_terminal_too(server: FakeOpenAIServer, tmp_path: Path)
 def test_a_background_child_is_never_asked_on_the_terminal(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    (tmp_path / "kernos.toml").write_text(CONFIG)
+    # never waiting: the request is denied at once (tests/permissions/test_durable.py waits)
+    (tmp_path / "kernos.toml").write_text(CONFIG + '\n[permissions]\nwait = "0"\n')
     spawn = {"prompt": "Write the notes.", "subagent_type": "explore", "name": "notes",
              "run_in_background": True}  # fmt: skip
     server.script(
@@ -140,7 +141,7 @@ def test_a_background_child_is_never_asked_on_the_terminal(
         tool_call(
             "write_file", {"path": "bg.txt", "content": "c\n"}, when=agent_is("EXPLORE-AGENT")
         ),
-        text("Could not write.", when=agent_is("EXPLORE-AGENT", "nobody can be asked")),
+        text("Could not write.", when=agent_is("EXPLORE-AGENT", "never wait")),
         text("The child could not write.", when=agent_is("MAIN-AGENT", "Could not write.")),
     )
     env = {**os.environ, **server.env(), "KERNOS_HOME": str(tmp_path / ".kernos")}
@@ -153,7 +154,7 @@ def test_a_background_child_is_never_asked_on_the_terminal(
         terminal.close()
     assert not (tmp_path / "bg.txt").exists()
     assert any(
-        r.startswith("write_file needs a person's approval and nobody can be asked here; rerun "
-                     "with --approve write_file")
+        r.startswith("write_file was not run: it needs a person's approval and [permissions] "
+                     'wait is "0" (never wait)')
         for r in server.tool_results()
     )  # fmt: skip

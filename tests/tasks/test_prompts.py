@@ -56,6 +56,7 @@ def test_sizes_of_every_model_facing_text_are_pinned() -> None:
             "team_guidance.md": 296,
             "team_mail.md": 48,
             "compacted.md": 130,
+            "approval_wait.md": 376,
             "task description (rendered, test config)": 1736,
         }
     )

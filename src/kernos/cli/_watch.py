@@ -10,9 +10,10 @@ rows again.
 
 On a terminal it is a full-screen view (rich ``Live``, plain ANSI, so it works over SSH): ↑/↓ (or
 k/j) select a task, ``t`` shows or hides its transcript tail, ``c`` cancels it (the same path as
-``kernos tasks cancel``), ``q`` or Ctrl-C leaves and restores the terminal. When stdout is not a
-terminal it prints the table again each time something changes; ``--once`` prints one snapshot and
-exits. ``--json`` prints each snapshot as one JSON document per line::
+``kernos tasks cancel``), ``a`` / ``d`` approve / deny a waiting task's approval request (as
+``kernos approve`` / ``kernos deny``), ``q`` or Ctrl-C leaves and restores the terminal. When
+stdout is not a terminal it prints the table again each time something changes; ``--once`` prints
+one snapshot and exits. ``--json`` prints each snapshot as one JSON document per line::
 
     {"at": 1767225600.0, "rows": [{"kind": "session" | "team" | "task", "id", "parent",
      "depth", "status", "agent", "model", "executor", "label", "elapsed", "requests",
@@ -57,6 +58,7 @@ TAIL_LINES = 12
 _STATUS_STYLE = {
     "pending": "cyan",
     "running": "yellow",
+    "waiting": "bold yellow",
     "completed": "green",
     "error": "red",
     "lost": "red",
@@ -358,6 +360,17 @@ class Source:
         _, message = self.tasks.cancel(task_id)
         return message
 
+    def answer(self, task_id: str, approved: bool) -> str:
+        """What ``kernos approve`` / ``kernos deny`` do to the task's open request, in one line."""
+        import getpass
+
+        from kernos.runtime import ApprovalStore
+
+        how = "kernos tasks watch"
+        return ApprovalStore(self.tasks.store).answer_task(
+            task_id, approved, by=getpass.getuser(), how=how
+        )
+
 
 # -- the entry point ---------------------------------------------------------------------------
 
@@ -521,6 +534,11 @@ class _Screen:
                 self.message = "no task selected"
             else:
                 self.message = self.source.cancel(self.selected)
+        elif key in ("a", "A", "d", "D"):  # a waiting task's approval request
+            if self.selected is None:
+                self.message = "no task selected"
+            else:
+                self.message = self.source.answer(self.selected, key in ("a", "A"))
         return True
 
     def refresh_tail(self) -> None:
@@ -568,7 +586,8 @@ class _Screen:
             lines = self.tail[-TAIL_LINES:] if self.selected else []
             parts.extend(Text(line, no_wrap=True, overflow="ellipsis") for line in lines)
         parts.append(Text(self.message, "bold") if self.message else Text(""))
-        parts.append(Text("↑/↓ select · t transcript · c cancel · q quit", "dim"))
+        keys = "↑/↓ select · t transcript · c cancel · a/d approve/deny · q quit"
+        parts.append(Text(keys, "dim"))
         return Group(*parts)
 
     def _window(self, room: int) -> list[Row]:

@@ -17,6 +17,13 @@ if typing.TYPE_CHECKING:
         glob_covers,
         request_text,
     )
+    from kernos.runtime._approval_state import (
+        ApprovalState,
+        StoredRequest,
+        already_answered,
+        denial_reason,
+    )
+    from kernos.runtime._approval_store import ApprovalStore
     from kernos.runtime._budget import (
         DURATION_FIX,
         Budget,
@@ -158,6 +165,8 @@ __all__ = [
     "AgentConfig",
     "ApprovalAnswer",
     "ApprovalRequest",
+    "ApprovalState",
+    "ApprovalStore",
     "Approver",
     "BaseToolset",
     "Budget",
@@ -205,6 +214,7 @@ __all__ = [
     "StaticToolset",
     "Store",
     "StoreError",
+    "StoredRequest",
     "Summary",
     "TasksConfig",
     "ToolConfig",
@@ -216,6 +226,7 @@ __all__ = [
     "add_call_counts",
     "agent_model_problem",
     "aggregate",
+    "already_answered",
     "as_pydantic_ai",
     "cancel_toolsets",
     "claude_tool_equivalent",
@@ -227,6 +238,7 @@ __all__ = [
     "cost_text",
     "decide",
     "delimited",
+    "denial_reason",
     "describe_arguments",
     "display_url",
     "expand_env",

@@ -5,9 +5,11 @@ permission rules (:mod:`kernos.runtime._permissions`) to every tool a session is
 at all; every other tool's ``execute`` decides again for the call (the calling session's agent,
 the call's ``path``), so a child handed its parent's tools is ruled by its own agent's table. An
 ``ask`` call goes to an :class:`Approver` — the CLI supplies one (a terminal prompt, its
-``--approve`` / ``--yes`` flags); with none, it is refused with ``approval_required``. A denial is
-a coded result (``denied``, with the reason) the model reads; the run goes on. No tool answers an
-approval: only the approver the process was started with.
+``--approve`` / ``--yes`` flags; ``kernos mcp``: the host's elicitation); with none, it is refused
+with ``approval_required``, unless the session has a ``waiter`` (a task's child: the call waits
+as a durable approval request anyone sharing the store answers, ``kernos.tasks._approvals``).
+A denial is a coded result (``denied``, with the reason) the model reads; the run goes on. No
+tool answers an approval: only the approver the process was started with, or a person.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class ApprovalRequest:
     preview: str | None = None
     #: whether a person at this process's terminal may be asked (``False``: a background child)
     interactive: bool = True
+    #: the provider's id of the call (a durable request is keyed by it, with its run)
+    call_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,9 @@ class ApprovalAnswer:
     approved: bool
     reason: str = ""
     code: str = "denied"
+    #: the whole text the model reads for a refusal, when the approver words it itself (a
+    #: durable request that timed out or expired); else it is made from ``reason``
+    message: str | None = None
 
 
 class Approver(Protocol):
@@ -164,20 +171,26 @@ class Permissions:
                 )
             if decision.rule == "ask":
                 preview = spec.preview(params, ctx) if spec.preview is not None else None
-                answer = await self.approver.approve(
-                    ApprovalRequest(
-                        spec.name,
-                        arguments,
-                        agent,
-                        ctx.session_id,
-                        decision.why,
-                        preview,
-                        _interactive(ctx.session),
-                    )
+                request = ApprovalRequest(
+                    spec.name,
+                    arguments,
+                    agent,
+                    ctx.session_id,
+                    decision.why,
+                    preview,
+                    _interactive(ctx.session),
+                    ctx.tool_call_id,
                 )
+                answer = await self.approver.approve(request)
+                waiter = ctx.session.waiter if isinstance(ctx.session, Session) else None
+                if not answer.approved and answer.code == "approval_required" and waiter:
+                    # nobody here may answer: a task's child asks anyone sharing the store
+                    answer = await waiter.approve(request)
                 if not answer.approved:
                     if answer.code == "approval_required":
                         raise ToolError("approval_required", answer.reason)
+                    if answer.message is not None:
+                        raise ToolError(answer.code, answer.message)
                     reason = answer.reason.strip()
                     raise ToolError(
                         "denied",

@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from kernos.errors import NO_MODEL_MESSAGE as NO_MODEL_MESSAGE
 from kernos.errors import NoModelError as NoModelError
+from kernos.runtime._approval_state import DEFAULT_WAIT, WAIT_FIX
 from kernos.runtime._budget import (
     CHILD_DEFAULTS,
     COUNT_FIX,
@@ -160,6 +161,19 @@ class PermissionsConfig(_Strict):
     deny: list[str] = Field(default_factory=list)
     #: the rule of a tool in no list and with no default of its own; unset: ``"allow"``
     default: Literal["allow", "ask", "deny"] | None = None
+    #: how long a background child's asked call waits for `kernos approve`/`deny` (a
+    #: duration); past it the call is denied; ``"0"``: never wait, deny at once; unset: ``"1h"``
+    wait: float | None = None
+
+    @field_validator("wait", mode="before")
+    @classmethod
+    def _wait(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise PydanticCustomError("wait_duration", str(exc)) from None
 
     @field_validator("allow", "ask", "deny")
     @classmethod
@@ -600,6 +614,16 @@ class Config(_Strict):
         tables = [own.table(f"agents.{agent}.permissions")] if own is not None else []
         return [*tables, self.permissions.table("permissions")]
 
+    def approval_wait(self, agent: str) -> float:
+        """How long an asked call of ``agent``'s that nobody here can answer waits for an
+        answer from the store, in seconds (``0``: not at all): its own ``[agents.NAME.
+        permissions] wait``, else ``[permissions] wait``, else an hour."""
+        own = self.agents[agent].permissions if agent in self.agents else None
+        for table in (own, self.permissions):
+            if table is not None and table.wait is not None:
+                return table.wait
+        return DEFAULT_WAIT
+
     @property
     def spawnable_agents(self) -> dict[str, AgentConfig]:
         """The agents a ``task`` call may name: the configured ones and the built-in
@@ -740,6 +764,8 @@ def _validation_problem(
         return ConfigError(file, key, issue["msg"], DURATION_FIX)
     if issue["type"] == "count":
         return ConfigError(file, key, issue["msg"], COUNT_FIX)
+    if issue["type"] == "wait_duration":  # [permissions] wait: 0 is "never wait", not "no limit"
+        return ConfigError(file, key, issue["msg"], WAIT_FIX)
     return ConfigError(file, key, issue["msg"], "correct the value")
 
 

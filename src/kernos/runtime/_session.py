@@ -6,7 +6,7 @@ import asyncio
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_ai
 from pydantic_ai import Agent, CallToolsNode
@@ -50,6 +50,9 @@ from kernos.runtime._toolsets import Watcher
 from kernos.runtime._trace import span
 from kernos.runtime._usage import response_usage
 from kernos.runtime._usage_log import record_call, record_usage
+
+if TYPE_CHECKING:
+    from kernos.runtime._approval import Approver
 
 # pydantic-ai shows a first-run banner on a terminal (or to a coding agent) at an agent's first run:
 # in the middle of `kernos run`'s output and over the compress progress bar. kernos owns its output.
@@ -140,6 +143,9 @@ class Session:
         #: whether a person at this process's terminal may be asked to approve this session's
         #: calls (a background child's task manager says no: nobody waits on it)
         self.can_ask: Callable[[], bool] = lambda: True
+        #: who answers this session's asked calls that nobody here could (a task's child: a
+        #: durable approval request, :mod:`kernos.tasks._approvals`); ``None``: refused
+        self.waiter: Approver | None = None
         self.session_id = session_id or new_session_id()
         self.store = store
         #: where the usage rows and tool-call counts go (``store``, else ``usage_store``)

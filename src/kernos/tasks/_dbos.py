@@ -41,6 +41,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from kernos.runtime import LeanModel, Reply, is_postgres_url, usage_responses
+from kernos.tasks._approvals import follow_waiting
 from kernos.tasks._engine import crash_mode, model_limit
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
 from kernos.tasks._steps import ToolRecord, stepped
@@ -1112,6 +1113,7 @@ class DBOSEngine:
         if status == TaskStatus.RUNNING and record.status != TaskStatus.RUNNING:
             record.status, record.started_at = status, row["started_at"]
             self.scheduler._wake()
+        follow_waiting(self.scheduler, record, status)  # tasks/_approvals.py: the parent's notice
         return status in SETTLED or status in FINAL
 
     async def _ended(

@@ -25,6 +25,7 @@ from kernos.runtime import (
     Session,
     history_from_turns,
 )
+from kernos.tasks._approvals import TaskWaiter
 from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, allowed_models, resolve_spawn_items
@@ -408,6 +409,8 @@ class TaskManager(TaskScheduler):
         )
         # a background child has nobody at a terminal waiting on it to ask
         child.can_ask = lambda: not record.background
+        # an asked call nobody here may answer waits for an answer from the store
+        child.waiter = TaskWaiter(self, record)
         self.teams.equip(record, child)
         child.set_compaction(  # runtime/_compacting.py
             self.config.compaction(

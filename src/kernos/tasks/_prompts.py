@@ -28,6 +28,8 @@ PROMPT_FILES = (
     "team_guidance.md",
     "team_mail.md",
     "compacted.md",
+    # a child waiting on an approval request (kernos.tasks._approvals)
+    "approval_wait.md",
 )
 
 

@@ -23,12 +23,14 @@ from kernos.runtime import (
     Runtime,
     Session,
     SessionEvent,
+    StoredRequest,
     format_duration,
     model_failure,
     model_target,
     scrub_text,
     span,
 )
+from kernos.tasks._approvals import waiting_notice
 from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem
@@ -70,6 +72,8 @@ class TaskRecord:
     #: stopped by SIGTERM/SIGINT with ``on_crash = "resume"``)
     leave: bool = False
     executor: str | None = None  # who runs it (``host:pid``) when not this process
+    #: the current run's wall-clock budget: paused while it waits for a person (_approvals.py)
+    deadline: asyncio.Timeout | None = None
     grants: list[str] = field(default_factory=list)
     #: a durable run (the DBOS engine): its transcript events carry keys ``EPOCH:N``, the same
     #: on every replay of the run, so a resumed run does not write its replayed part again;
@@ -198,7 +202,7 @@ class TaskScheduler:
         record.events_keyed, record.calls_keyed = 0, {}
         session.key_turns(record.run_key)
         # the wall clock starts when the engine admitted the child, not while it was queued
-        deadline = asyncio.timeout(budget.timeout)
+        deadline = record.deadline = asyncio.timeout(budget.timeout)
         try:
             self.mark_running(record)
             async with deadline:
@@ -447,6 +451,32 @@ class TaskScheduler:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_notices)
+
+    def tell_parent(self, record: TaskRecord, text: str) -> None:
+        """Queue ``text`` for ``record``'s parent, delivered with this loop turn's notices."""
+        _, notes = self._outbox.setdefault(record.parent.session_id, (record.parent, []))
+        notes.append(text)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_notices)
+
+    # -- approval requests (kernos.tasks._approvals) -------------------------------------------
+    def waiting(self, record: TaskRecord, request: StoredRequest) -> None:
+        """``record``'s run waits on the approval request ``request``: its status is
+        ``waiting`` and its parent is told which request, and how a person answers it."""
+        self._move(record, TaskStatus.WAITING)
+        self.store.event(record.id, "approval_asked", {"request": request.id, "tool": request.tool})
+        self.tell_parent(record, waiting_notice(record, request))
+
+    def resumed(self, record: TaskRecord, request: StoredRequest) -> None:
+        """The request ``record`` waited on was answered (or timed out): it runs again."""
+        self.store.event(
+            record.id,
+            "approval_answered",
+            {"request": request.id, "state": str(request.state), "by": request.answered_by},
+        )
+        if record.status == TaskStatus.WAITING:
+            self._move(record, TaskStatus.RUNNING)
 
     def _flush_notices(self) -> None:
         """Everything ready in this loop turn goes to each parent as one message."""

@@ -3,8 +3,10 @@
 ::
 
     pending ──▶ running ──▶ completed | error | interrupted ──(revive)──▶ pending | running
-       │           │
-       └───────────┴──▶ cancelled            pending | running ──(crash)──▶ lost
+       │         ▲  │
+       │  waiting ◀─┘  (a tool call waits for a person's approval: kernos.tasks._approvals)
+       │     │
+       └─────┴─────┴──▶ cancelled     pending | running | waiting ──(crash)──▶ lost
 
 ``cancelled`` and ``lost`` are final. A move the table does not allow is refused by
 :func:`can_move` and the caller logs it and leaves the record as it was.
@@ -18,6 +20,7 @@ from enum import StrEnum
 class TaskStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
+    WAITING = "waiting"
     COMPLETED = "completed"
     ERROR = "error"
     INTERRUPTED = "interrupted"
@@ -37,7 +40,12 @@ _S = TaskStatus
 
 TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     _S.PENDING: frozenset({_S.RUNNING, _S.CANCELLED, _S.LOST}),
-    _S.RUNNING: frozenset({_S.COMPLETED, _S.ERROR, _S.INTERRUPTED, _S.CANCELLED, _S.LOST}),
+    _S.RUNNING: frozenset(
+        {_S.WAITING, _S.COMPLETED, _S.ERROR, _S.INTERRUPTED, _S.CANCELLED, _S.LOST}
+    ),
+    _S.WAITING: frozenset(
+        {_S.RUNNING, _S.COMPLETED, _S.ERROR, _S.INTERRUPTED, _S.CANCELLED, _S.LOST}
+    ),
     _S.COMPLETED: frozenset({_S.PENDING, _S.RUNNING}),
     _S.ERROR: frozenset({_S.PENDING, _S.RUNNING}),
     _S.INTERRUPTED: frozenset({_S.PENDING, _S.RUNNING}),
@@ -46,7 +54,8 @@ TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
 }
 
 #: A child in one of these states is alive: it holds a concurrency slot or waits for one.
-ACTIVE = frozenset({_S.PENDING, _S.RUNNING})
+#: (``waiting``: its run is paused on an approval request, see :mod:`kernos.tasks._approvals`)
+ACTIVE = frozenset({_S.PENDING, _S.RUNNING, _S.WAITING})
 #: A run ended; a resident child in one of these states can be revived by ``task_send``.
 SETTLED = frozenset({_S.COMPLETED, _S.ERROR, _S.INTERRUPTED})
 #: Final: nothing moves a record out of these.

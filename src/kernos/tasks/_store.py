@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kernos.runtime import Store, redact
+from kernos.runtime import ApprovalStore, Store, redact
 from kernos.tasks._state import ACTIVE, Residency, TaskStatus
 
 log = logging.getLogger("kernos.tasks")
@@ -506,7 +506,7 @@ class TaskStore:
             "AND engine = 'dbos' AND finished_at > ?)"
         )
         interrupt = (
-            "executor = ? AND status = 'running' AND engine = 'dbos' "
+            "executor = ? AND status IN ('running', 'waiting') AND engine = 'dbos' "
             "AND interrupt_epoch = run_epoch"
         )
         # a row the interrupt matches matches the cancel only by its cancel_requested
@@ -526,7 +526,7 @@ class TaskStore:
         with self.store.transaction() as conn:
             cursor = conn.execute(
                 "UPDATE tasks SET interrupt_epoch = ?, updated_at = ? WHERE id = ? "
-                "AND run_epoch = ? AND status = 'running'",
+                "AND run_epoch = ? AND status IN ('running', 'waiting')",
                 (epoch, now, task_id, epoch),
             )
             if not cursor.rowcount:
@@ -792,8 +792,8 @@ class TaskStore:
         rows = self.store.query(
             "SELECT DISTINCT t.executor AS executor FROM tasks t "
             "LEFT JOIN task_executors e ON e.id = t.executor "
-            "WHERE t.engine = 'dbos' AND t.status = 'running' AND t.executor IS NOT NULL "
-            "AND (e.id IS NULL OR e.beat_at < ?)",
+            "WHERE t.engine = 'dbos' AND t.status IN ('running', 'waiting') "
+            "AND t.executor IS NOT NULL AND (e.id IS NULL OR e.beat_at < ?)",
             (time.time() - silent_for,),
         )
         return [row["executor"] for row in rows]
@@ -811,7 +811,8 @@ class TaskStore:
     def running_on(self, executor: str) -> list[dict[str, Any]]:
         self.flush()
         rows = self.store.query(
-            "SELECT * FROM tasks WHERE executor = ? AND status = 'running'", (executor,)
+            "SELECT * FROM tasks WHERE executor = ? AND status IN ('running', 'waiting')",
+            (executor,),
         )
         return [dict(row) for row in rows]
 
@@ -837,6 +838,8 @@ class TaskStore:
             payload["why"] = redact(reason)
             data = json.dumps(payload, ensure_ascii=False)
             conn.execute(_INSERT_EVENT, (task_id, "status", data, now, task_id))
+        # a request it waited on will not be waited on any more (kernos.tasks._approvals)
+        ApprovalStore(self.store).expire_task(task_id, "the task was lost: " + reason)
         return True
 
 

@@ -1,0 +1,187 @@
+"""A child's asked calls, answered from any process: the durable approval request.
+
+A child nobody at this process's terminal may be asked about (a background child, any child on a
+worker) does not refuse an asked call: :class:`TaskWaiter` writes an approval request to the store
+(:class:`kernos.runtime.ApprovalStore`), marks the task ``waiting``, tells the parent which request
+it waits on, and waits until someone sharing the store answers (``kernos approve`` / ``kernos
+deny``) or ``[permissions] wait`` passes. The request is keyed by the call (task, run epoch, call
+id): a run resumed after a crash finds its own request, still waiting or answered, and does not
+ask twice. A run that ends while waiting (cancelled, its budget spent) closes it as ``expired``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING
+
+from kernos.runtime import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    ApprovalState,
+    ApprovalStore,
+    StoredRequest,
+    denial_reason,
+)
+from kernos.tasks._prompts import prompt_text
+from kernos.tasks._state import TaskStatus
+from kernos.tasks._store import executor_id
+
+if TYPE_CHECKING:
+    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+
+log = logging.getLogger("kernos.tasks")
+
+#: the first and the longest pause between two reads of a waiting request, in seconds
+FIRST_POLL = 0.05
+LONGEST_POLL = 1.0
+
+#: who closes a request nobody answered in time, as its ``answered_by``
+TIMEOUT_BY = "kernos"
+
+
+def call_key(task_id: str, epoch: int, call_id: str | None) -> str:
+    """The key of one asked call of one run: the same on every replay of that run."""
+    return f"{task_id}:{epoch}:{call_id or 'x_' + secrets.token_hex(6)}"
+
+
+def answer_of(request: StoredRequest) -> ApprovalAnswer:
+    """What the asked call gets for a request that is no longer open."""
+    if request.state == ApprovalState.APPROVED:
+        return ApprovalAnswer(True)
+    if request.state == ApprovalState.DENIED:
+        return ApprovalAnswer(False, denial_reason(request))
+    # timed out or expired: no person denied it, the text says what happened
+    return ApprovalAnswer(
+        False,
+        denial_reason(request),
+        "denied",
+        f"{request.tool} was not run: {denial_reason(request)}; do the task without it or "
+        "tell the user what you could not do",
+    )
+
+
+class TaskWaiter:
+    """The :class:`kernos.runtime.Approver` of one child's session (``Session.waiter``)."""
+
+    def __init__(self, scheduler: TaskScheduler, record: TaskRecord) -> None:
+        self.scheduler = scheduler
+        self.record = record
+
+    @property
+    def approvals(self) -> ApprovalStore:
+        return ApprovalStore(self.scheduler.runtime.store)
+
+    async def approve(self, request: ApprovalRequest) -> ApprovalAnswer:
+        record = self.record
+        wait = self.scheduler.config.approval_wait(request.agent)
+        if wait <= 0:
+            return ApprovalAnswer(
+                False,
+                "",
+                "denied",
+                f"{request.tool} was not run: it needs a person's approval and [permissions] "
+                f'wait is "0" (never wait); allow it in kernos.toml: [permissions] allow = '
+                f'["{request.tool}"], or do the task without it',
+            )
+        store = self.scheduler.runtime.store
+        await store.flushed()
+        stored = await asyncio.to_thread(
+            lambda: self.approvals.ask(
+                call_key(record.id, record.run_epoch, request.call_id),
+                task_id=record.id,
+                session_id=request.session_id,
+                agent=request.agent,
+                tool=request.tool,
+                arguments=request.arguments,
+                preview=request.preview,
+                why=request.why,
+            )
+        )
+        if stored.state != ApprovalState.OPEN:  # a replayed call: answered while it was down
+            return answer_of(stored)
+        self.scheduler.waiting(record, stored)
+        # a person's time is not the run's: its wall-clock budget stops while it waits
+        loop = asyncio.get_running_loop()
+        deadline, began = record.deadline, loop.time()
+        due = deadline.when() if deadline is not None else None
+        if deadline is not None and due is not None:
+            deadline.reschedule(None)
+        try:
+            stored = await self._wait(stored, wait)
+        except asyncio.CancelledError:
+            if not record.leave:  # the run ends here; a run left to resume elsewhere still waits
+                reason = "its task was cancelled or stopped"
+                expire = asyncio.to_thread(self.approvals.expire_task, record.id, reason)
+                await asyncio.shield(expire)
+            raise
+        if deadline is not None and due is not None:
+            deadline.reschedule(due + (loop.time() - began))
+        self.scheduler.resumed(record, stored)
+        return answer_of(stored)
+
+    async def _wait(self, stored: StoredRequest, wait: float) -> StoredRequest:
+        """Poll the request until it is answered or ``wait`` after it was asked passes (then it
+        is closed ``timed_out``, unless an answer came first)."""
+        pause = FIRST_POLL
+        deadline = stored.asked_at + wait
+        while True:
+            left = deadline - time.time()
+            if left <= 0:
+                _, now = await asyncio.to_thread(
+                    self.approvals.settle,
+                    stored.id,
+                    ApprovalState.TIMED_OUT,
+                    by=TIMEOUT_BY,
+                    how="[permissions] wait",
+                )
+                return now or stored
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, LONGEST_POLL)
+            now = await asyncio.to_thread(self.approvals.get, stored.id)
+            if now is not None and now.state != ApprovalState.OPEN:
+                return now
+
+
+def waiting_notice(record: TaskRecord, request: StoredRequest) -> str:
+    """The parent's notice that ``record`` waits on ``request``."""
+    return (
+        prompt_text("approval_wait.md")
+        .format(
+            name=record.name or "-", task_id=record.id, tool=request.tool, request_id=request.id
+        )
+        .strip()
+    )
+
+
+def expire_requests(scheduler: TaskScheduler, record: TaskRecord, status: TaskStatus) -> None:
+    """Close ``record``'s open requests as its run ends ``status`` (nobody will wait on them)."""
+    try:
+        ApprovalStore(scheduler.runtime.store).expire_task(record.id, f"the task ended {status}")
+    except Exception as exc:  # the store is unreachable: the reaper's lose() closes them later
+        log.warning("task %s: its approval requests were not closed: %s", record.id, exc)
+
+
+def follow_waiting(scheduler: TaskScheduler, record: TaskRecord, status: TaskStatus) -> None:
+    """A child another process runs (the DBOS engine's follower read its row) started waiting:
+    its parent here is told which request, as :meth:`TaskScheduler.waiting` tells it when the
+    child runs here."""
+    if status != TaskStatus.WAITING or record.status == TaskStatus.WAITING:
+        return
+    record.status = TaskStatus.WAITING
+    if record.executor == executor_id() or record.depth > 1:
+        return  # run here: told by waiting(); a grandchild's parent reads its own inbox
+    asyncio.get_running_loop().create_task(_tell_waiting(scheduler, record))
+
+
+async def _tell_waiting(scheduler: TaskScheduler, record: TaskRecord) -> None:
+    approvals = ApprovalStore(scheduler.runtime.store)
+    try:
+        waiting = await asyncio.to_thread(approvals.open_for_task, record.id)
+    except Exception as exc:  # the store is unreachable: the notice is skipped, the wait goes on
+        log.warning("task %s: its approval request could not be read: %s", record.id, exc)
+        return
+    for request in waiting:
+        scheduler.tell_parent(record, waiting_notice(record, request))
