@@ -235,7 +235,7 @@ def test_a_lean_step_record_reads_like_a_pydantic_ai_one() -> None:
     raw = ModelMessagesTypeAdapter.dump_json([recorded]).decode()
     assert _record_reply(raw) == Reply(
         text="done", calls=[("c2", "t", '{"n":1}')], input_tokens=5, output_tokens=1,
-        model_name="m",
+        model_name="m", provider_name=None,  # the record names no provider
     )  # fmt: skip
 
 

@@ -53,6 +53,8 @@ from kernos.runtime._lean_wire import (
     shared_endpoint,
     tools_fragment,
 )
+from kernos.runtime._model_adapter import PydanticModelLean
+from kernos.runtime._model_adapter import plain_tool_wire as plain_tool_wire
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._trace import capture_content, chat_span
 
@@ -104,17 +106,6 @@ class LeanModel(Protocol):
         tools: str,
         on_delta: Callable[[str], None] | None,
     ) -> Reply: ...
-
-
-def plain_tool_wire(spec: ToolSpec[Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.schema(),
-        },
-    }
 
 
 @dataclass
@@ -261,10 +252,11 @@ def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
         # on the type: WrapperModel forwards unknown attributes to the model it wraps.
         wrap_lean = getattr(type(model), "wrap_lean", None)
         if wrap_lean is None:
-            return None
+            return PydanticModelLean(model)
         inner = _lean_view(model.wrapped, forced=forced)
         return None if inner is None else wrap_lean(model, inner)
-    return None
+    # any other provider's model, through pydantic-ai's model interface (runtime/_model_adapter.py)
+    return PydanticModelLean(model)
 
 
 # -- messages ------------------------------------------------------------------------------------
@@ -356,7 +348,7 @@ def _response(message: dict[str, Any], info: Any) -> ModelResponse:
             parts=parts,
             usage=usage,
             model_name=info.model_name,
-            provider_name=None if info.model_name == "replay" else "openai",
+            provider_name=None if info.model_name == "replay" else info.provider_name,
         )
     return ModelResponse(parts=parts)
 
@@ -391,6 +383,7 @@ def from_model_messages(history: Sequence[ModelMessage]) -> tuple[list[dict[str,
                     output_tokens=usage.output_tokens,
                     cached_tokens=usage.cache_read_tokens,
                     model_name=message.model_name,
+                    provider_name=message.provider_name,
                 )
             )
             continue
@@ -520,12 +513,15 @@ class LeanLoop:
             limit = tool_calls_allowed(session.budget)
             run = reply.calls if limit is None else reply.calls[:limit]
             cut = (reply.output_tokens or 0) if reply.finish_reason == "length" else None
+            failed: set[str] = set()  # tools whose calls of this answer spend a retry
             if len(run) == 1:
-                answers = [await self._call(*run[0], retries, cut)]
+                answers = [await self._call(*run[0], (retries, failed), cut)]
             else:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(self._call(*c, retries, cut)) for c in run]
+                    tasks = [group.create_task(self._call(*c, (retries, failed), cut)) for c in run]
                 answers = [task.result() for task in tasks]
+            for name in failed:  # one retry per tool per answer, however many of its calls failed
+                retries[name] = retries.get(name, 0) + 1
             answers += [self._refuse(call_id, name) for call_id, name, _ in reply.calls[len(run) :]]
             for (call_id, name, _), (content, retried) in zip(reply.calls, answers, strict=True):
                 self._add(
@@ -553,7 +549,12 @@ class LeanLoop:
         self.session.emit_delta(text)
 
     async def _call(
-        self, call_id: str, name: str, args: str, retries: dict[str, int], cut: int | None = None
+        self,
+        call_id: str,
+        name: str,
+        args: str,
+        retries: tuple[dict[str, int], set[str]],
+        cut: int | None = None,
     ) -> tuple[str, bool]:
         session = self.session
         spec = session.tools.get(name)
@@ -579,15 +580,17 @@ class LeanLoop:
         return result.text, False
 
     @staticmethod
-    def _spend(name: str, budget: int, retries: dict[str, int]) -> None:
-        used = retries.get(name, 0)
-        if used >= budget:
+    def _spend(name: str, budget: int, retries: tuple[dict[str, int], set[str]]) -> None:
+        """A failed call of ``name``: the run fails once the retries of earlier answers used
+        ``budget`` up; else the tool spends one retry for this answer (as pydantic-ai counts)."""
+        spent, failed = retries
+        if spent.get(name, 0) >= budget:
             raise UnexpectedModelBehavior(
                 f"Tool {name!r} exceeded max retries count of {budget}. Consider raising the retry "
                 "limit, or see the docs on tool retries: "
                 "https://pydantic.dev/docs/ai/tools-toolsets/tools-advanced/#tool-retries"
             )
-        retries[name] = used + 1
+        failed.add(name)
 
     # -- what the session records ------------------------------------------------------------
     def record(self, start: int, *, complete: bool = True) -> None:

@@ -69,6 +69,8 @@ class Reply:
     cached_tokens: int = 0
     model_name: str | None = None
     finish_reason: str | None = None
+    #: who answered (the usage rows' ``provider``): the Chat Completions wire is ``openai``'s
+    provider_name: str | None = "openai"
 
 
 def dumps(value: Any) -> str:

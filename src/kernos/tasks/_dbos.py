@@ -489,6 +489,7 @@ def _record_reply(raw: str) -> Reply:
         output_tokens=usage.output_tokens,
         cached_tokens=usage.cache_read_tokens,
         model_name=response.model_name,
+        provider_name=response.provider_name,
         finish_reason=details.get("finish_reason"),
     )
 
