@@ -220,3 +220,19 @@ def test_several_bad_calls_of_one_tool_in_one_answer_spend_one_retry(
     )
     session = Session(resolve_model("openai-chat:test", Config()), "sys", [LOOKUP])
     assert asyncio.run(session.prompt("go")) == "done"
+
+
+USED = RequestUsage(input_tokens=1, output_tokens=1)  # FunctionModel's estimate cannot read them
+
+
+def test_a_pydantic_ai_model_s_text_is_cleaned_once_where_it_enters() -> None:
+    answers = iter(
+        [
+            ModelResponse(parts=[ToolCallPart("lookup", '{"key": "a\ud800"}', "c1")], usage=USED),
+            ModelResponse(parts=[TextPart("done \ud800 ok")], usage=USED),
+        ]
+    )
+    model = FunctionModel(lambda messages, info: next(answers), model_name="dirty")
+    session = Session(model, "sys", [LOOKUP])
+    assert asyncio.run(session.prompt("go")) == "done \ufffd ok"
+    assert session.history[2].parts[0].content == "value of a\ufffd"
