@@ -448,8 +448,8 @@ def _reply_record(reply: Reply) -> str:
 
 
 def _record_reply(raw: str) -> Reply:
-    """A step's record (either engine's) as a lean answer; tool arguments as the model sent
-    them."""
+    """A step's record (this version's or an earlier pydantic-ai engine's) as an answer; tool
+    arguments as the model sent them."""
     (response,) = ModelMessagesTypeAdapter.validate_json(raw)
     assert isinstance(response, ModelResponse)
     calls = [
