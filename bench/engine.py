@@ -183,10 +183,10 @@ def kernos_factory(
 ) -> Callable[[str], tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]]:
     def factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
         from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
 
         from kernos.runtime import Session, Store
         from kernos.runtime._lean_wire import shared_endpoint
-        from kernos.runtime._models import shared_provider
 
         class AdaptedChatModel(OpenAIChatModel):
             """Not the pooled wire's: asked through pydantic-ai's model interface."""
@@ -194,7 +194,8 @@ def kernos_factory(
         home = Path(tempfile.mkdtemp(prefix="kernos-bench-engine-"))
         store = Store(home / "kernos.db")
         kind = AdaptedChatModel if adapted else OpenAIChatModel
-        model = kind("bench", provider=shared_provider(url, "k"))
+        provider = OpenAIProvider(base_url=url, api_key="k")  # its client is this loop's
+        model = kind("bench", provider=provider)
 
         def conversation() -> Conversation:
             async def run() -> None:
@@ -209,6 +210,7 @@ def kernos_factory(
             store.close()
             await shared_endpoint(url + "/", "k").aclose()
             await shared_endpoint(url, "k").aclose()
+            await provider.client.close()
 
         return conversation, close
 
