@@ -236,3 +236,20 @@ def test_a_pydantic_ai_model_s_text_is_cleaned_once_where_it_enters() -> None:
     session = Session(model, "sys", [LOOKUP])
     assert asyncio.run(session.prompt("go")) == "done \ufffd ok"
     assert session.history[2].parts[0].content == "value of a\ufffd"
+
+
+def test_a_model_s_own_profile_shapes_the_tool_schemas_it_is_sent() -> None:
+    from pydantic_ai.profiles import ModelProfile
+    from pydantic_ai.profiles.google import GoogleJsonSchemaTransformer
+
+    seen: list[dict[str, Any]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.extend(t.parameters_json_schema for t in info.function_tools)
+        return ModelResponse(parts=[TextPart("ok")])
+
+    profile = ModelProfile(json_schema_transformer=GoogleJsonSchemaTransformer)
+    model = FunctionModel(answer, model_name="gemini-like", profile=profile)
+    assert asyncio.run(Session(model, "sys", [LOOKUP]).prompt("go")) == "ok"
+    shaped = GoogleJsonSchemaTransformer(LOOKUP.schema(), strict=None).walk()
+    assert seen == [shaped] and shaped != LOOKUP.schema()  # titles removed, as Gemini wants
