@@ -40,19 +40,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-## the second pass runs the files whose tests talk to a model on the engine that is not the
-## default for openai-chat (pydantic-ai); every suite passes on both: KERNOS_ENGINE=pydantic-ai
-## $(BIN)/pytest tests/runtime tests/tasks tests/output tests/compress tests/cli
-OTHER_ENGINE := pydantic-ai
-OTHER_ENGINE_TESTS := tests/runtime tests/cli/test_run.py tests/cli/test_stream.py \
-	tests/tasks/test_e2e.py tests/output/test_end_to_end.py tests/output/test_model_supplied.py \
-	tests/compress/test_e2e.py tests/cli/test_model_errors.py tests/compaction/test_e2e.py
 ## one pytest worker per core (pytest-xdist): each test owns its ports, files and servers
 PYTEST_WORKERS ?= auto
 pytest: $(STAMP) inspector conformance
 	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS)
-	KERNOS_REQUIRE_POSTGRES=1 KERNOS_ENGINE=$(OTHER_ENGINE) $(BIN)/pytest -n $(PYTEST_WORKERS) \
-	  $(OTHER_ENGINE_TESTS)
 
 ## the MCP Inspector CLI (npm) that tests/serve drives against `kernos mcp`; skipped without npm
 INSPECTOR := $(VENV)/npm/node_modules/.bin/mcp-inspector

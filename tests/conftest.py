@@ -56,22 +56,6 @@ def _no_remote_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
-ENGINES = ("lean", "pydantic-ai")
-
-
-def pytest_report_header() -> str:
-    """Which model engine the suite runs on: ``KERNOS_ENGINE=pydantic-ai pytest`` runs every
-    OpenAI-compatible session on pydantic-ai (``make pytest`` does a second pass that way)."""
-    return f"kernos engine: {os.environ.get('KERNOS_ENGINE') or 'default (lean for openai-chat)'}"
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test once per engine (``KERNOS_ENGINE`` set for the process and subprocesses)."""
-    monkeypatch.setenv("KERNOS_ENGINE", request.param)
-    return str(request.param)
-
-
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as fake:

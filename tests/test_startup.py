@@ -244,12 +244,9 @@ def test_a_store_named_in_the_config_goes_through_the_whole_config(tmp_path: Pat
     assert "kernos.toml: store" in done.stderr
 
 
-def test_a_run_on_the_lean_engine_never_loads_the_openai_sdk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # pydantic-ai's OpenAIChatModel stands on the openai SDK (~0.3 s of imports); the lean engine
-    # drives openai-chat models over its own client, so the model is made only for pydantic-ai
-    monkeypatch.delenv("KERNOS_ENGINE", raising=False)
+def test_a_run_never_loads_the_openai_sdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pydantic-ai's OpenAIChatModel stands on the openai SDK (~0.3 s of imports); kernos's loop
+    # drives openai-chat models over its own client, so the model is never made
     with FakeOpenAIServer(text("hello")) as server:
         for key, value in server.env().items():
             monkeypatch.setenv(key, value)
@@ -257,15 +254,3 @@ def test_a_run_on_the_lean_engine_never_loads_the_openai_sdk(
     assert done.stdout == "hello\n"
     assert "openai" not in modules
     assert "pydantic_ai" in modules
-
-
-def test_a_run_on_pydantic_ai_makes_its_openai_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("KERNOS_ENGINE", "pydantic-ai")
-    with FakeOpenAIServer(text("hello")) as server:
-        for key, value in server.env().items():
-            monkeypatch.setenv(key, value)
-        done, modules = run_light(tmp_path, "run", "hi", "-q", "--model", "openai-chat:m")
-    assert done.stdout == "hello\n"
-    assert "openai" in modules

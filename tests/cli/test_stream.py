@@ -1,5 +1,5 @@
 """Streaming: `kernos run` writes the answer to stdout as it arrives; --no-stream
-writes it once; stderr activity is unchanged; on both engines."""
+writes it once; stderr activity is unchanged."""
 
 from __future__ import annotations
 
@@ -32,9 +32,7 @@ def _script(server: FakeOpenAIServer) -> None:
     )
 
 
-def test_run_streams_the_answer_and_keeps_stderr(
-    server: FakeOpenAIServer, tmp_path: Path, engine: str
-) -> None:
+def test_run_streams_the_answer_and_keeps_stderr(server: FakeOpenAIServer, tmp_path: Path) -> None:
     _script(server)
     streamed = kernos("run", "go", "-m", "openai-chat:x", cwd=tmp_path, env=server.env())
     assert streamed.returncode == 0, streamed.stderr
@@ -51,7 +49,7 @@ def test_run_streams_the_answer_and_keeps_stderr(
 
 
 def test_text_beside_a_tool_call_is_shown_then_the_final_answer(
-    server: FakeOpenAIServer, tmp_path: Path, engine: str
+    server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     from kernos.testing import Reply
 
@@ -64,7 +62,7 @@ def test_text_beside_a_tool_call_is_shown_then_the_final_answer(
     assert result.stdout == "Let me look.\nNothing is running.\n"
 
 
-def test_a_cassette_that_cannot_stream_still_prints_the_answer(tmp_path: Path, engine: str) -> None:
+def test_a_cassette_that_cannot_stream_still_prints_the_answer(tmp_path: Path) -> None:
     cassette = tmp_path / "c.json"
     cassette.write_text(json.dumps({"version": 1, "turns": [{"text": "replayed answer"}]}))
     result = kernos("run", "go", "-m", f"replay:{cassette}", cwd=tmp_path, env={})
@@ -95,7 +93,7 @@ def broken() -> Iterator[str]:
 
 
 def test_a_malformed_stream_fails_the_run_with_one_line(broken: str, tmp_path: Path) -> None:
-    env = {"OPENAI_BASE_URL": broken, "OPENAI_API_KEY": "k", "KERNOS_ENGINE": "lean"}
+    env = {"OPENAI_BASE_URL": broken, "OPENAI_API_KEY": "k"}
     result = kernos("run", "go", "-m", "openai-chat:x", cwd=tmp_path, env=env)
     assert result.returncode == 1
     assert result.stdout == "Half\n"  # what arrived before the bad chunk, ended cleanly

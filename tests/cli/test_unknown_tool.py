@@ -1,5 +1,5 @@
-"""A call to a tool the agent does not have shows on stderr like any other failed call, on
-either engine, and the model reads the coded ``unknown_tool`` answer."""
+"""A call to a tool the agent does not have shows on stderr like any other failed call,
+and the model reads the coded ``unknown_tool`` answer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tests.cli.test_run import kernos
 
 
 def test_an_unknown_tool_is_answered_and_shown_on_stderr(
-    server: FakeOpenAIServer, tmp_path: Path, engine: str
+    server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     server.script(
         tool_call("read_fil", {"path": "notes.txt"}),

@@ -9,8 +9,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 from kernos.boundary import call_tool
 from kernos.runtime import McpServerConfig
 from kernos.runtime._foreign import delimit, delimited, match_text, new_nonce, tool_results_note
@@ -51,9 +49,8 @@ def block(content: str) -> re.Match[str]:
     return found
 
 
-@pytest.mark.parametrize("engine", ["lean", "pydantic-ai"])
 def test_an_mcp_result_is_delimited_data_naming_its_source(
-    server: FakeOpenAIServer, tmp_path: Path, engine: str
+    server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     (tmp_path / "kernos.toml").write_text(config(tmp_path))
     server.script(
@@ -72,7 +69,7 @@ def test_an_mcp_result_is_delimited_data_naming_its_source(
         "-m",
         "openai-chat:x",
         cwd=tmp_path,
-        env={**server.env(), "KERNOS_ENGINE": engine},
+        env=server.env(),
     )
     assert result.returncode == 0, result.stderr
     say, function, builtin, refused, failed = server.tool_results()

@@ -1,5 +1,5 @@
-"""The lean Chat Completions engine — choice, parity with pydantic-ai, streaming,
-retries, malformed streams and cassettes that replay on either engine."""
+"""The session loop on the Chat Completions wire — one loop for every model, streaming,
+retries, malformed streams and cassettes recorded through any model."""
 
 from __future__ import annotations
 
@@ -13,21 +13,21 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from kernos.boundary import ToolContext, ToolError, ToolSpec
 from kernos.runtime import (
     Config,
-    ConfigError,
     RecordingModel,
     ReplayModel,
     Runtime,
     Session,
     SessionEvent,
-    Store,
     resolve_model,
 )
 from kernos.runtime._lean_wire import ModelResponseError, StreamAccumulator, retry_wait
-from kernos.testing import FakeOpenAIServer, error, text, tool_call, tool_calls
+from kernos.testing import FakeOpenAIServer, error, text, tool_call
 
 
 class KeyParams(BaseModel):
@@ -56,99 +56,41 @@ def session(**kw: Any) -> Session:
     return Session(resolve_model("openai-chat:test", Config()), "Be brief.", [LOOKUP], **kw)
 
 
-# -- which engine ------------------------------------------------------------------------------
+# -- one loop ------------------------------------------------------------------------------------
 
 
-def test_openai_chat_runs_lean_unless_told_otherwise(
-    openai_env: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_every_model_runs_on_the_one_loop_and_an_engine_key_is_ignored(
+    openai_env: FakeOpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.delenv("KERNOS_ENGINE", raising=False)
+    monkeypatch.setenv("KERNOS_ENGINE", "pydantic-ai")  # no longer read
     assert session().engine == "lean"
-    assert session(engine="pydantic-ai").engine == "pydantic-ai"
+    assert session(engine="pydantic-ai").engine == "lean"  # accepted, chooses nothing
     (tmp_path / "kernos.toml").write_text(
         f'[models.pinned]\nmodel = "openai-chat:m"\nbase_url = "{openai_env.base_url}"\n'
         'engine = "pydantic-ai"\n'
     )
     runtime = Runtime.open(cwd=tmp_path)
-    assert Session(runtime.model("pinned")).engine == "pydantic-ai"
-    monkeypatch.setenv("KERNOS_ENGINE", "lean")  # the global override wins over the alias
-    assert Session(runtime.model("pinned")).engine == "lean"
-    monkeypatch.setenv("KERNOS_ENGINE", "pydantic-ai")
-    assert session().engine == "pydantic-ai"
-    monkeypatch.setenv("KERNOS_ENGINE", "fast")
-    with pytest.raises(ConfigError, match="KERNOS_ENGINE"):
-        session()
+    with caplog.at_level("WARNING", logger="kernos.models"):
+        assert Session(runtime.model("pinned")).engine == "lean"
+        runtime.model("pinned")
+    told = [r.getMessage() for r in caplog.records if r.name == "kernos.models"]
+    assert told == [
+        "[models.pinned] engine = 'pydantic-ai' is ignored: every model runs on kernos's own "
+        "loop; remove the key"
+    ]  # once
     runtime.close()
-
-
-# -- the same conversation on both engines -------------------------------------------------------
-
-
-def _script(server: FakeOpenAIServer) -> None:
-    server.script(
-        tool_call("lookup", {"nokey": 1}),  # a schema error: a retry prompt
-        tool_call("lookup", "{bad json"),  # malformed JSON: a retry prompt too
-        tool_calls(("lookup", {"key": "a"}), ("lookup", {"key": "no"})),  # parallel, semantic
-        text(""),  # an empty answer: pydantic-ai asks again
-        text("all done"),
-    )
-
-
-def _observed(
-    server: FakeOpenAIServer, tmp_path: Path, engine: str
-) -> tuple[list[Any], list[Any], list[Any]]:
-    store = Store(tmp_path / f"{engine}.db")
-    events: list[SessionEvent] = []
-    run = session(engine=engine, store=store, on_event=events.append, session_id="s_same")
-    import asyncio
-
-    assert asyncio.run(run.prompt("find")) == "all done"
-    wire = [r["messages"] for r in server.requests]
-    turns = [
-        {k: v for k, v in t.items() if k not in ("id", "created_at")} for t in store.turns("s_same")
-    ]
-    shown = []
-    for event in events:
-        if event.kind == "usage":
-            shown.append(
-                [
-                    (r.model_name, r.provider_name, r.usage.input_tokens, r.usage.output_tokens)
-                    for r in event.data["responses"]
-                ]
-            )
-        elif event.kind == "tool_result":
-            shown.append((event.kind, event.data["name"], event.data["result"].text))
-        else:
-            shown.append((event.kind, json.dumps(event.data, default=str, sort_keys=True)))
-    store.close()
-    return wire, turns, shown
-
-
-def test_both_engines_send_record_and_report_the_same(tmp_path: Path) -> None:
-    seen = {}
-    for engine in ("pydantic-ai", "lean"):
-        with FakeOpenAIServer() as server:
-            _script(server)
-            config_env = server.env()
-            with pytest.MonkeyPatch.context() as patch:
-                for key, value in config_env.items():
-                    patch.setenv(key, value)
-                seen[engine] = _observed(server, tmp_path, engine)
-            server.assert_all_consumed()
-    wire_pa, turns_pa, events_pa = seen["pydantic-ai"]
-    wire_lean, turns_lean, events_lean = seen["lean"]
-    assert turns_lean == turns_pa
-    assert events_lean == events_pa
-    assert wire_lean == wire_pa  # every message of every request, byte for byte as JSON
 
 
 async def test_history_is_pydantic_ai_messages_and_a_restored_one_continues(
     openai_env: FakeOpenAIServer,
 ) -> None:
     openai_env.script(tool_call("lookup", {"key": "a"}), text("first"), text("second"))
-    first = session(engine="pydantic-ai")
+    first = session()
     assert await first.prompt("one") == "first"
-    lean = session(engine="lean")
+    lean = session()
     lean.history = first.history
     assert await lean.prompt("two") == "second"
     sent = openai_env.requests[-1]["messages"]
@@ -156,7 +98,7 @@ async def test_history_is_pydantic_ai_messages_and_a_restored_one_continues(
         "system", "user", "assistant", "tool", "assistant", "user"
     ]  # fmt: skip
     assert sent[3]["content"] == "value of a"
-    back = session(engine="pydantic-ai")
+    back = session()
     back.history = lean.history  # and the lean history reads as pydantic-ai messages
     assert [type(m).__name__ for m in back.history] == [
         "ModelRequest", "ModelResponse", "ModelRequest", "ModelResponse", "ModelRequest",
@@ -165,9 +107,7 @@ async def test_history_is_pydantic_ai_messages_and_a_restored_one_continues(
     assert back.history[-1].usage.output_tokens > 0
 
 
-async def test_before_request_runs_before_every_model_request(
-    openai_env: FakeOpenAIServer, engine: str
-) -> None:
+async def test_before_request_runs_before_every_model_request(openai_env: FakeOpenAIServer) -> None:
     class Counting(Session):
         calls = 0
 
@@ -190,7 +130,7 @@ async def test_before_request_runs_before_every_model_request(
 
 
 async def test_a_streaming_session_emits_deltas_that_make_the_answer(
-    openai_env: FakeOpenAIServer, engine: str
+    openai_env: FakeOpenAIServer,
 ) -> None:
     openai_env.script(tool_call("lookup", {"key": "a"}), text("The value is a, as asked."))
     events: list[SessionEvent] = []
@@ -236,7 +176,7 @@ async def test_a_malformed_stream_chunk_is_a_coded_error(
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", broken_stream)
     events: list[SessionEvent] = []
-    streaming = session(engine="lean", stream=True, on_event=events.append)
+    streaming = session(stream=True, on_event=events.append)
     with pytest.raises(ModelResponseError, match="not JSON") as caught:
         await streaming.prompt("go")
     assert caught.value.code == "bad_response"
@@ -280,18 +220,14 @@ def test_stream_chunks_join_into_text_tool_calls_and_usage() -> None:
 # -- retries -------------------------------------------------------------------------------------
 
 
-async def test_a_429_with_retry_after_is_retried_then_answers(
-    openai_env: FakeOpenAIServer, engine: str
-) -> None:
+async def test_a_429_with_retry_after_is_retried_then_answers(openai_env: FakeOpenAIServer) -> None:
     openai_env.script(error(429, "slow down", retry_after=0), text("fine now"))
     assert await session().prompt("go") == "fine now"
     assert len(openai_env.requests) == 2
     openai_env.assert_all_consumed()
 
 
-async def test_a_5xx_is_retried_and_a_script_gap_is_not(
-    openai_env: FakeOpenAIServer, engine: str
-) -> None:
+async def test_a_5xx_is_retried_and_a_script_gap_is_not(openai_env: FakeOpenAIServer) -> None:
     openai_env.script(error(503, "busy", retry_after=0), error(502, "still", retry_after=0))
     openai_env.script(text("recovered"))
     assert await session().prompt("go") == "recovered"
@@ -305,7 +241,7 @@ async def test_a_5xx_is_retried_and_a_script_gap_is_not(
 async def test_retries_run_out_with_the_last_error(openai_env: FakeOpenAIServer) -> None:
     openai_env.script(error(429, "slow down", retry_after=0, repeat=True))
     with pytest.raises(ModelHTTPError, match="slow down") as caught:
-        await session(engine="lean").prompt("go")
+        await session().prompt("go")
     assert caught.value.status_code == 429
     assert len(openai_env.requests) == 3  # one request and two retries, as the openai SDK
 
@@ -321,42 +257,41 @@ def test_retry_after_is_read_in_seconds_or_milliseconds_and_capped() -> None:
 # -- cassettes -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("recorder", "replayer"), [("lean", "pydantic-ai"), ("pydantic-ai", "lean")]
-)
-async def test_a_cassette_recorded_on_one_engine_replays_on_the_other(
-    openai_env: FakeOpenAIServer, tmp_path: Path, recorder: str, replayer: str
-) -> None:
-    openai_env.script(tool_call("lookup", {"key": "a"}), text("recorded answer", when="value of a"))
-    path = tmp_path / "c.json"
-    recording = RecordingModel(resolve_model("openai-chat:t", Config()), path)
-    live = Session(recording, "sys", [LOOKUP], engine=recorder)
-    assert live.engine == recorder
-    assert await live.prompt("question") == "recorded answer"
-    turns = json.loads(path.read_text())["turns"]
-    assert turns[0]["match"] == "question" and turns[0]["tool_calls"][0]["name"] == "lookup"
-    assert turns[1]["match"] == "value of a"
-    replay = Session(ReplayModel(path), "sys", [LOOKUP], engine=replayer)
-    assert replay.engine == replayer
-    assert await replay.prompt("question") == "recorded answer"
-    assert len(openai_env.requests) == 2  # the replay sent nothing
+def _function_model() -> FunctionModel:
+    """The script the tests below give the fake server, as a pydantic-ai model."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        latest = messages[-1].parts[-1]
+        if isinstance(latest, ToolReturnPart):
+            return ModelResponse(parts=[TextPart("recorded answer")])
+        return ModelResponse(parts=[ToolCallPart("lookup", '{"key": "a"}', "c1")])
+
+    return FunctionModel(answer, model_name="t")
 
 
-async def test_both_engines_record_the_same_cassette(
+async def test_a_cassette_recorded_through_any_model_replays(
     openai_env: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     written = {}
-    for engine in ("lean", "pydantic-ai"):
-        openai_env.script(tool_call("lookup", {"key": "a"}), text("done", when="value of a"))
-        path = tmp_path / f"{engine}.json"
-        recording = RecordingModel(resolve_model("openai-chat:t", Config()), path)
-        assert await Session(recording, "s", [LOOKUP], engine=engine).prompt("q") == "done"
+    for label in ("openai-chat", "function"):
+        openai_env.script(
+            tool_call("lookup", {"key": "a"}), text("recorded answer", when="value of a")
+        )
+        path = tmp_path / f"{label}.json"
+        model = resolve_model("openai-chat:t", Config()) if label == "openai-chat" else None
+        recording = RecordingModel(model or _function_model(), path)
+        assert await Session(recording, "sys", [LOOKUP]).prompt("question") == "recorded answer"
         turns = json.loads(path.read_text())["turns"]
+        assert turns[0]["match"] == "question" and turns[0]["tool_calls"][0]["name"] == "lookup"
+        assert turns[1]["match"] == "value of a"
+        replay = Session(ReplayModel(path), "sys", [LOOKUP])
+        assert await replay.prompt("question") == "recorded answer"
         for turn in turns:
             for call in turn.get("tool_calls", ()):
                 call.pop("id")  # the server numbers its calls
-        written[engine] = turns
-    assert written["lean"] == written["pydantic-ai"]
+        written[label] = turns
+    assert len(openai_env.requests) == 2  # one recording on the wire; the replays sent nothing
+    assert written["openai-chat"] == written["function"]
 
 
 # -- connections ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Truncated and repeated tool calls, on both engines over the real wire: a call the provider cut
+"""Truncated and repeated tool calls, over the real wire: a call the provider cut
 off at its output limit is answered ``truncated_call``; the same invalid call sent again names
 the repetition; the same successful call sent again gets a coded ``repeated_call`` note."""
 
@@ -18,8 +18,6 @@ from kernos.runtime import Config, Session, SessionEvent, resolve_model
 from kernos.runtime._foreign import from_source
 from kernos.runtime._repeats import RepeatGuard, repeat_due
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
-
-ENGINES = ("lean", "pydantic-ai")
 
 
 class NoteParams(BaseModel):
@@ -42,12 +40,11 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield fake
 
 
-def _session(engine: str, events: list[SessionEvent], **kwargs: Any) -> Session:
+def _session(events: list[SessionEvent], **kwargs: Any) -> Session:
     return Session(
         resolve_model("openai-chat:test", Config()),
         "Be brief.",
         [NOTE],
-        engine=engine,
         on_event=events.append,
         retries=3,
         **kwargs,
@@ -61,9 +58,8 @@ def _results(events: list[SessionEvent]) -> list[tuple[str | None, str]]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("engine", ENGINES)
 def test_a_call_cut_off_at_the_output_limit_is_answered_truncated_call(
-    server: FakeOpenAIServer, engine: str, stream: bool
+    server: FakeOpenAIServer, stream: bool
 ) -> None:
     server.script(
         tool_call("write_note", '{"text": "a very long no', finish_reason="length"),
@@ -71,7 +67,7 @@ def test_a_call_cut_off_at_the_output_limit_is_answered_truncated_call(
         text("done", when="noted short"),
     )
     events: list[SessionEvent] = []
-    session = _session(engine, events, stream=stream)
+    session = _session(events, stream=stream)
     assert asyncio.run(session.prompt("note it")) == "done"
     assert server.requests[0]["stream"] is stream
     (code, answer), second = _results(events)
@@ -88,10 +84,7 @@ def test_a_call_cut_off_at_the_output_limit_is_answered_truncated_call(
     server.assert_all_consumed()
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_a_complete_call_in_a_cut_off_answer_still_runs(
-    server: FakeOpenAIServer, engine: str
-) -> None:
+def test_a_complete_call_in_a_cut_off_answer_still_runs(server: FakeOpenAIServer) -> None:
     server.script(
         tool_calls(
             ("write_note", {"text": "whole"}),
@@ -101,14 +94,13 @@ def test_a_complete_call_in_a_cut_off_answer_still_runs(
         text("done", when="was cut off"),
     )
     events: list[SessionEvent] = []
-    assert asyncio.run(_session(engine, events).prompt("note it")) == "done"
+    assert asyncio.run(_session(events).prompt("note it")) == "done"
     codes = sorted(str(code) for code, _ in _results(events))
     assert codes == ["None", "truncated_call"]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 def test_the_same_invalid_call_names_its_repetition_within_the_retry_budget(
-    server: FakeOpenAIServer, engine: str
+    server: FakeOpenAIServer,
 ) -> None:
     bad = {"text": "x", "count": "many"}
     server.script(
@@ -119,7 +111,7 @@ def test_the_same_invalid_call_names_its_repetition_within_the_retry_budget(
         text("done", when="noted x"),
     )
     events: list[SessionEvent] = []
-    assert asyncio.run(_session(engine, events).prompt("note it")) == "done"
+    assert asyncio.run(_session(events).prompt("note it")) == "done"
     results = _results(events)
     assert [code for code, _ in results] == ["invalid_arguments"] * 3 + [None]
     assert "same call" not in results[0][1] + results[1][1]
@@ -131,12 +123,11 @@ def test_the_same_invalid_call_names_its_repetition_within_the_retry_budget(
 
     server.script(tool_call("write_note", bad, repeat=True))  # the retry budget still ends it
     with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries"):
-        asyncio.run(_session(engine, []).prompt("note it"))
+        asyncio.run(_session([]).prompt("note it"))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 def test_the_same_successful_call_gets_a_repeated_call_note_from_the_third(
-    server: FakeOpenAIServer, engine: str
+    server: FakeOpenAIServer,
 ) -> None:
     same = {"text": "a"}
     server.script(
@@ -147,7 +138,7 @@ def test_the_same_successful_call_gets_a_repeated_call_note_from_the_third(
         text("done", when="4 times"),
     )
     events: list[SessionEvent] = []
-    assert asyncio.run(_session(engine, events).prompt("note it")) == "done"
+    assert asyncio.run(_session(events).prompt("note it")) == "done"
     results = [answer for _, answer in _results(events)]
     assert results[:2] == ["noted a x1", "noted a x1"]
     assert results[2] == (
@@ -159,9 +150,8 @@ def test_the_same_successful_call_gets_a_repeated_call_note_from_the_third(
     assert not any(r.is_error for r in (e.data["result"] for e in events if "result" in e.data))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 def test_another_call_between_starts_the_count_again_and_0_turns_the_guard_off(
-    server: FakeOpenAIServer, engine: str
+    server: FakeOpenAIServer,
 ) -> None:
     a, b = {"text": "a"}, {"text": "b"}
     server.script(
@@ -172,13 +162,13 @@ def test_another_call_between_starts_the_count_again_and_0_turns_the_guard_off(
         text("done", when="noted a"),
     )
     events: list[SessionEvent] = []
-    assert asyncio.run(_session(engine, events).prompt("go")) == "done"
+    assert asyncio.run(_session(events).prompt("go")) == "done"
     assert not any("repeated_call" in answer for _, answer in _results(events))
 
     server.script(tool_call("write_note", a), *[tool_call("write_note", a, when="x1")] * 3)
     server.script(text("done", when="x1"))
     events = []
-    assert asyncio.run(_session(engine, events, repeat_limit=0).prompt("go")) == "done"
+    assert asyncio.run(_session(events, repeat_limit=0).prompt("go")) == "done"
     assert [answer for _, answer in _results(events)] == ["noted a x1"] * 4
 
 
@@ -192,9 +182,8 @@ def test_the_guard_counts_identical_calls_in_a_row() -> None:
     assert not repeat_due(0, 10)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 def test_the_note_on_a_foreign_tools_result_stays_outside_its_delimiters(
-    server: FakeOpenAIServer, engine: str
+    server: FakeOpenAIServer,
 ) -> None:
     foreign = from_source(NOTE, "mcp:notes")
     same = {"text": "a"}
@@ -203,9 +192,7 @@ def test_the_note_on_a_foreign_tools_result_stays_outside_its_delimiters(
         *[tool_call("write_note", same, when="x1")] * 2,
         text("done", when="x1"),
     )
-    session = Session(
-        resolve_model("openai-chat:test", Config()), "Be brief.", [foreign], engine=engine
-    )
+    session = Session(resolve_model("openai-chat:test", Config()), "Be brief.", [foreign])
     assert asyncio.run(session.prompt("go")) == "done"
     third = server.tool_results()[2]
     assert third.startswith("[repeated_call] You called `write_note` with these same arguments 3")

@@ -1,9 +1,6 @@
 """Text from a model is data (docs/architecture.md): a lone surrogate, wherever a model or a tool
 puts one (tool-call arguments, raw or escaped in their JSON; a tool's result; the assistant's text),
 is cleaned once where it enters kernos, so no request, store row or output ever fails to encode.
-
-Runs on the default engine (lean for ``openai-chat``); ``KERNOS_ENGINE=pydantic-ai`` runs it on
-the other one.
 """
 
 from __future__ import annotations

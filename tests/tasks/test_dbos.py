@@ -187,29 +187,26 @@ def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(("chosen", "engine"), [("", "lean"), ("lean", "lean"),
-                                               ("pydantic-ai", "pydantic-ai")])  # fmt: skip
-def test_a_durable_child_model_runs_on_the_engine_a_plain_one_would(
-    monkeypatch: pytest.MonkeyPatch, chosen: str, engine: str
-) -> None:
-    """The DBOS engine's model wrapper does not push a child onto pydantic-ai (its graph, the
-    openai SDK: most of a worker's CPU per child): on the lean engine its answers are steps too
-    (:class:`DurableLean`); KERNOS_ENGINE still decides."""
+def test_a_durable_child_model_makes_each_answer_of_any_model_a_step() -> None:
+    """The DBOS engine's model wrapper wraps the loop's view of any model (:class:`DurableLean`):
+    the pooled wire for an OpenAI-compatible model, pydantic-ai's model interface for others."""
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     from kernos.runtime import Session
+    from kernos.runtime._lean import ChatLean
+    from kernos.runtime._model_adapter import PydanticModelLean
     from kernos.tasks._dbos import DurableLean, DurableModel
 
-    monkeypatch.setenv("KERNOS_ENGINE", chosen)
     plain = OpenAIChatModel(
         "m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k")
     )
-    assert Session(plain).engine == engine
-    durable = Session(DurableModel(plain))
-    assert durable.engine == engine
-    if engine == "lean":
-        assert durable._lean is not None and isinstance(durable._lean.model, DurableLean)
+    other = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("hi")]))
+    for model, view in ((plain, ChatLean), (other, PydanticModelLean)):
+        durable = Session(DurableModel(model))._lean.model
+        assert isinstance(durable, DurableLean) and isinstance(durable.inner, view)
 
 
 def test_a_lean_step_record_reads_like_a_pydantic_ai_one() -> None:
@@ -235,7 +232,7 @@ def test_a_lean_step_record_reads_like_a_pydantic_ai_one() -> None:
     raw = ModelMessagesTypeAdapter.dump_json([recorded]).decode()
     assert _record_reply(raw) == Reply(
         text="done", calls=[("c2", "t", '{"n":1}')], input_tokens=5, output_tokens=1,
-        model_name="m",
+        model_name="m", provider_name=None,  # the record names no provider
     )  # fmt: skip
 
 

@@ -106,14 +106,11 @@ def test_aggregation_rules() -> None:
         parse_since("1 day")
 
 
-@pytest.mark.parametrize("engine", ["lean", "pydantic-ai"])
 def test_a_failed_run_records_its_usage_and_its_session(
-    tmp_path: Path, server: FakeOpenAIServer, engine: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, server: FakeOpenAIServer
 ) -> None:
     """Two answers, then the model server refuses the third request: the two responses are
-    counted (run total, ``kernos usage``) and the session is listed with the same tokens, on
-    either engine."""
-    monkeypatch.setenv("KERNOS_ENGINE", engine)
+    counted (run total, ``kernos usage``) and the session is listed with the same tokens."""
     (tmp_path / "kernos.toml").write_text(CONFIG.format(model="test"), encoding="utf-8")
     (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
     server.script(

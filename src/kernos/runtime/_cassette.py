@@ -119,7 +119,7 @@ class ReplayModel(FunctionModel):
 
     def take_turn(self, latest: str) -> tuple[dict[str, Any], int]:
         """The first unused turn that fits a request whose latest message is ``latest`` (used up
-        unless it repeats), and its index; both engines replay through here.
+        unless it repeats), and its index; the loop and a program's own agent replay through here.
 
         Raises:
             CassetteError: no turn fits.
@@ -208,8 +208,8 @@ class RecordingModel(WrapperModel):
         self._write(_turn_from_response(messages, response))
 
     def record_turn(self, turn: dict[str, Any]) -> None:
-        """Record a turn the lean engine answered: ``{"match": latest message text, "text",
-        "tool_calls"}`` (scrubbed and cut here, as for the pydantic-ai engine)."""
+        """Record a turn the loop answered: ``{"match": latest message text, "text",
+        "tool_calls"}`` (scrubbed and cut here, as for a pydantic-ai request)."""
         self._write(finish_turn(turn))
 
     def _write(self, turn: dict[str, Any]) -> None:

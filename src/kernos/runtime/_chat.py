@@ -1,12 +1,12 @@
 """``openai-chat`` models, made without importing the openai SDK.
 
-The lean engine drives an ``openai-chat`` model over its own pooled client
-(:mod:`kernos.runtime._lean_wire`); only pydantic-ai's engine needs pydantic-ai's
-``OpenAIChatModel``, and the openai SDK under it costs about a third of a second of imports.
-:class:`OpenAIChat` is the model as every layer sees it, a pydantic-ai
-:class:`~pydantic_ai.models.wrapper.WrapperModel` (so pydantic-ai's engine finds every hook it
-calls forwarded), whose ``OpenAIChatModel`` is made the first time something reaches for it. A
-session on the lean engine never does: ``kernos run`` and ``kernos worker`` start without the SDK.
+kernos's loop drives an ``openai-chat`` model over its own pooled client
+(:mod:`kernos.runtime._lean_wire`); only a program that hands the model to pydantic-ai itself
+needs pydantic-ai's ``OpenAIChatModel``, and the openai SDK under it costs about a third of a
+second of imports. :class:`OpenAIChat` is the model as every layer sees it, a pydantic-ai
+:class:`~pydantic_ai.models.wrapper.WrapperModel` (so pydantic-ai finds every hook it calls
+forwarded), whose ``OpenAIChatModel`` is made the first time something reaches for it. A session
+never does: ``kernos run`` and ``kernos worker`` start without the SDK.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from typing import Any
 from pydantic_ai.models import Model
 from pydantic_ai.models.wrapper import WrapperModel
 
-#: the attribute that pins a model to an engine (see :func:`kernos.runtime._lean.pin_engine`)
-PIN = "_kernos_engine"
 #: where the openai SDK sends requests when no base URL is given
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -26,8 +24,6 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 class OpenAIChat(WrapperModel):
     """``openai-chat:NAME`` on an endpoint; ``build`` makes pydantic-ai's ``OpenAIChatModel`` for
     it, once, when pydantic-ai first needs it (:attr:`wrapped`)."""
-
-    _kernos_engine: str | None = None  # PIN: looked up here, not forwarded to the built model
 
     def __init__(
         self,

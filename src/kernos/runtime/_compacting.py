@@ -1,34 +1,18 @@
-"""Compaction as a step of the session loop, written once for both engines: right before a model
-request, the request is measured; past ``compact_at`` of the window, the middle turns are
-summarised by the session's :class:`Compactor` (the compress protocol, supplied from above:
-runtime does not know it) and the model is sent the summary instead of them. Each engine keeps
-every message (the store records them all); only what is sent changes: the lean loop builds
-:func:`~kernos.runtime._compaction.compacted_view` itself, the pydantic-ai engine's model is
-wrapped in :class:`CompactedViewModel` (:func:`compacted_messages`, the same view). A compaction
-that is not approved stops the session with :class:`~kernos.errors.ContextExhausted`: never a
-silent truncation.
+"""Compaction as a step of the session loop: right before a model request, the request is
+measured; past ``compact_at`` of the window, the middle turns are summarised by the session's
+:class:`Compactor` (the compress protocol, supplied from above: runtime does not know it) and the
+model is sent the summary instead of them. The loop keeps every message (the store records them
+all); only what is sent changes: it builds :func:`~kernos.runtime._compaction.compacted_view`
+itself. A compaction that is not approved stops the session with
+:class:`~kernos.errors.ContextExhausted`: never a silent truncation.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-
-from pydantic_ai import RunContext
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
 
 from kernos.errors import ContextExhausted
 from kernos.runtime._compaction import (
@@ -36,7 +20,6 @@ from kernos.runtime._compaction import (
     Message,
     Summary,
     calibrated,
-    compacted_view,
     head_end,
     needs_compaction,
     needs_count,
@@ -101,8 +84,7 @@ class Compacted:
 
 class View(Protocol):
     """What the step reads of a session's conversation: every message as wire dicts (nothing
-    dropped), and the request that would be sent now (:class:`kernos.runtime._lean.LeanLoop`
-    is one; :class:`PydanticView` the pydantic-ai engine's)."""
+    dropped), and the request that would be sent now (:class:`kernos.runtime._lean.LeanLoop`)."""
 
     @property
     def messages(self) -> list[Message]: ...
@@ -110,96 +92,6 @@ class View(Protocol):
     def wire(self) -> list[Message]: ...
 
     def tools_text(self) -> str: ...
-
-
-class PydanticView:
-    """The pydantic-ai engine's history as the step reads it (converted to wire dicts once)."""
-
-    def __init__(self, session: Session, history: Sequence[ModelMessage]) -> None:
-        from kernos.runtime._lean import from_model_messages
-
-        self.session = session
-        self.messages, _ = from_model_messages(history)
-        if session.compacting is not None:
-            last = next((m for m in reversed(history) if isinstance(m, ModelResponse)), None)
-            if last is not None:
-                session.compacting.reported(last.usage.input_tokens)
-
-    def wire(self) -> list[Message]:
-        system = self.session.system_prompt
-        sent = compacted_view(self.messages, self.session.summary)
-        return [{"role": "system", "content": system}, *sent] if system else sent
-
-    def tools_text(self) -> str:
-        from kernos.runtime._lean import plain_tool_wire
-
-        specs = self.session.tools.values()
-        return json.dumps([plain_tool_wire(spec) for spec in specs], ensure_ascii=False)
-
-
-def compacted_messages(
-    messages: Sequence[ModelMessage], summary: Summary | None
-) -> list[ModelMessage]:
-    """:func:`~kernos.runtime._compaction.compacted_view` on pydantic-ai messages: the head
-    (through the first request with a user prompt), one request with the summary, then what
-    follows turn ``summary.last_turn`` (its tool results left out of the request after it)."""
-    if summary is None:
-        return list(messages)
-    head = next(
-        (
-            i
-            for i, m in enumerate(messages)
-            if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
-        ),
-        None,
-    )
-    responses = [i for i, m in enumerate(messages) if isinstance(m, ModelResponse)]
-    if head is None or summary.last_turn < 1 or summary.last_turn > len(responses):
-        return list(messages)
-    end = responses[summary.last_turn - 1] + 1
-    rest = list(messages[end:])
-    if rest and isinstance(rest[0], ModelRequest):
-        kept = [p for p in rest[0].parts if not isinstance(p, ToolReturnPart | RetryPromptPart)]
-        first: list[ModelMessage] = [replace(rest[0], parts=kept)] if kept else []
-        rest = first + rest[1:]
-    first_request = messages[head]
-    assert isinstance(first_request, ModelRequest)
-    prompt = next(i for i, p in enumerate(first_request.parts) if isinstance(p, UserPromptPart))
-    # the head ends at the first prompt: what else its request holds leads to turn 1
-    kept_head = replace(first_request, parts=first_request.parts[: prompt + 1])
-    note = ModelRequest(parts=[UserPromptPart(summary_text(summary))])
-    return [*messages[:head], kept_head, note, *rest]
-
-
-class CompactedViewModel(WrapperModel):
-    """A model sent its session's compacted view (the pydantic-ai engine's side of the step)."""
-
-    def __init__(self, wrapped: Model, session: Session) -> None:
-        super().__init__(wrapped)
-        self._session = session
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        sent = compacted_messages(messages, self._session.summary)
-        return await self.wrapped.request(sent, model_settings, model_request_parameters)
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        sent = compacted_messages(messages, self._session.summary)
-        async with self.wrapped.request_stream(
-            sent, model_settings, model_request_parameters, run_context
-        ) as response:
-            yield response
 
 
 class CompactionStep:

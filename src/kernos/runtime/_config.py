@@ -133,7 +133,8 @@ class ModelAlias(_Strict):
     #: children running on this model at once, across processes on one store (its queue's
     #: limit); unset: ``[tasks] concurrency``
     concurrency: int | None = Field(default=None, ge=0)
-    #: ``"pydantic-ai"`` keeps an OpenAI-compatible model on pydantic-ai (default: the lean engine)
+    #: ignored (accepted so that an older kernos.toml still loads): every model runs on kernos's
+    #: own loop
     engine: Literal["lean", "pydantic-ai"] | None = None
     #: retries of one request after a 429, a 5xx or a connection error (openai-chat models)
     request_retries: int = Field(default=2, ge=0)

@@ -3,7 +3,7 @@
 Every public exception lives in :mod:`kernos.errors` (its docstring draws the whole tree); these
 names are the same classes.
 
-A model request's own failures are pydantic-ai's ``ModelAPIError`` family on both engines;
+A model request's own failures are pydantic-ai's ``ModelAPIError`` family, whatever the provider;
 :func:`kernos.runtime.model_failure` turns them (and :class:`EmptyAnswers`) into one line.
 """
 

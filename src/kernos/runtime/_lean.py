@@ -1,17 +1,18 @@
-"""The lean engine: a session's loop over OpenAI-compatible Chat Completions, without pydantic-ai's
+"""The session loop (the "lean" loop): kernos's own loop for every model, without pydantic-ai's
 graph.
 
-Messages are the wire's plain dicts, kept in one list and sent as they are; tool schemas are
-serialized once per tool set; every tool call still goes through the one boundary
-(:class:`kernos.runtime._toolset.KernosToolset`: same coded errors, same retry budget, same
-events). What a caller can observe matches the pydantic-ai engine: the requests on the wire, the
-session events, the turns recorded in the store, ``session.history`` (converted to pydantic-ai
-messages when read, and back when assigned) and the errors raised.
+Messages are the Chat Completions wire's plain dicts, kept in one list; tool schemas are
+serialized once per tool set; every tool call goes through the one boundary
+(:class:`kernos.runtime._toolset.KernosToolset`: coded errors, the retry budget, events).
+``session.history`` is pydantic-ai messages (converted when read, and back when assigned).
 
-Which engine a session runs on (:func:`lean_model_for`): ``KERNOS_ENGINE`` (``lean`` or
-``pydantic-ai``) overrides everything; else an alias's ``engine``; else lean for every model it
-can drive — ``openai-chat`` models, cassettes (``replay:``), recordings of either, and wrappers
-that say how to wrap a lean model (``wrap_lean``) — and pydantic-ai for the rest.
+Below the loop, one model interface (:class:`LeanModel`) and its adapters
+(:func:`lean_model_for`): an ``openai-chat`` model on the pooled Chat Completions wire
+(:class:`ChatLean`), a cassette (:class:`ReplayLean`), and every other pydantic-ai model through
+its public ``request`` / ``request_stream`` (:class:`kernos.runtime._model_adapter.
+PydanticModelLean`: Anthropic, Gemini, Bedrock, Groq, a ``FunctionModel``, …). Recording
+(:class:`RecordingLean`), the DBOS engine's durable steps (a wrapper's ``wrap_lean``) and tracing
+(:func:`kernos.runtime._trace.chat_span`, in the loop) are written once, around that interface.
 """
 
 from __future__ import annotations
@@ -41,9 +42,8 @@ from pydantic_ai.usage import RequestUsage
 from kernos.boundary import ToolResult, ToolSpec, clean_json_text, clean_text
 from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
 from kernos.runtime._cassette import RecordingModel, ReplayModel
-from kernos.runtime._chat import PIN, OpenAIChat
+from kernos.runtime._chat import OpenAIChat
 from kernos.runtime._compaction import compacted_view
-from kernos.runtime._config import ConfigError
 from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._lean_wire import (
     ATTEMPTS,
@@ -53,43 +53,17 @@ from kernos.runtime._lean_wire import (
     shared_endpoint,
     tools_fragment,
 )
+from kernos.runtime._model_adapter import PydanticModelLean
+from kernos.runtime._model_adapter import plain_tool_wire as plain_tool_wire
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._trace import capture_content, chat_span
 
 if TYPE_CHECKING:
     from kernos.runtime._session import Session
 
-ENGINES = ("lean", "pydantic-ai")
 EMPTY_RETRY = "Please return text or call a tool."  # pydantic-ai's words for an empty answer
 _OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget (unknown tools)
 EMPTY_RETRIES = 2  # answers with no text and no tool call asked again (``empty_retries``)
-
-_PIN = PIN  # the attribute that pins a model to an engine (models are unhashable)
-
-
-def pin_engine(model: Any, engine: str | None) -> None:
-    """Run ``model`` on ``engine`` (an alias's) unless ``KERNOS_ENGINE`` says otherwise."""
-    if engine:
-        object.__setattr__(model, _PIN, engine)
-
-
-def env_engine() -> str | None:
-    """``KERNOS_ENGINE``, checked.
-
-    Raises:
-        ConfigError: it names no engine.
-    """
-    value = os.environ.get("KERNOS_ENGINE", "").strip()
-    if not value:
-        return None
-    if value not in ENGINES:
-        raise ConfigError(
-            None,
-            "KERNOS_ENGINE",
-            f"{value!r} is not an engine",
-            "set KERNOS_ENGINE to lean or pydantic-ai, or unset it",
-        )
-    return value
 
 
 class LeanModel(Protocol):
@@ -104,17 +78,6 @@ class LeanModel(Protocol):
         tools: str,
         on_delta: Callable[[str], None] | None,
     ) -> Reply: ...
-
-
-def plain_tool_wire(spec: ToolSpec[Any]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.schema(),
-        },
-    }
 
 
 @dataclass
@@ -212,59 +175,42 @@ class RecordingLean:
         return reply
 
 
-def lean_model_for(model: Any, engine: str | None = None) -> LeanModel | None:
-    """The lean engine's view of ``model``, or ``None`` when the session runs on pydantic-ai.
-
-    ``engine`` (a session's own choice) wins, then ``KERNOS_ENGINE``, then the alias's pin.
-
-    Raises:
-        ConfigError: ``KERNOS_ENGINE`` or ``engine`` names no engine.
-    """
-    if engine is not None and engine not in ENGINES:
-        raise ConfigError(None, "engine", f"{engine!r} is not an engine", "use lean or pydantic-ai")
-    choice = engine or env_engine()
-    if choice == "pydantic-ai":
-        return None
-    return _lean_view(model, forced=choice == "lean")
-
-
-def _lean_view(model: Any, *, forced: bool) -> LeanModel | None:
+def lean_model_for(model: Any) -> LeanModel:
+    """The loop's view of ``model``: kernos's own layers (recording, text cleaning, a durable
+    wrapper's ``wrap_lean``) become lean wrappers, ``openai-chat`` models and cassettes their own
+    adapters, and every other model is asked through pydantic-ai's model interface."""
     from pydantic_ai.models.wrapper import WrapperModel
 
     from kernos.runtime._clean import CleanTextModel
 
-    if not forced and getattr(model, _PIN, None) == "pydantic-ai":
-        return None
     if isinstance(model, RecordingModel):
-        inner = _lean_view(model.wrapped, forced=forced)
-        return None if inner is None else RecordingLean(inner, model)
-    if isinstance(model, CleanTextModel):  # the lean engine cleans the wire's text itself
-        return _lean_view(model.wrapped, forced=forced)
+        return RecordingLean(lean_model_for(model.wrapped), model)
+    if isinstance(model, CleanTextModel):  # every adapter cleans the model's text itself
+        return lean_model_for(model.wrapped)
     if isinstance(model, ReplayModel):
         return ReplayLean(model)
-    if isinstance(model, OpenAIChat):  # the lean engine's own: no pydantic-ai model is made
+    if isinstance(model, OpenAIChat):  # the pooled wire: no pydantic-ai model is made
         endpoint = shared_endpoint(model.endpoint_url, model.api_key)
         return ChatLean(
             endpoint, model.model_name, model.lean_profile(), model.retries, model.timeout
         )
     # a program's own OpenAIChatModel (its module is loaded if one exists); a subclass may change
-    # the request, so pydantic-ai drives that
+    # the request, so it is asked through its own request()
     openai_models = sys.modules.get("pydantic_ai.models.openai")
     if openai_models is not None and type(model) is openai_models.OpenAIChatModel:
         client = model.client
         endpoint = shared_endpoint(str(client.base_url), str(client.api_key))
         return ChatLean(endpoint, model.model_name, model.profile)
     if isinstance(model, WrapperModel):
-        # a wrapper that knows the lean engine says how to wrap the lean view of what it wraps
+        # a wrapper that knows the loop says how to wrap the view of what it wraps
         # (``wrap_lean(model, inner)``; the DBOS engine's durable model makes each answer a
-        # step); any other wrapper must see every request, so pydantic-ai drives it. Looked up
-        # on the type: WrapperModel forwards unknown attributes to the model it wraps.
+        # step); any other wrapper must see every request, so it is asked itself. Looked up on
+        # the type: WrapperModel forwards unknown attributes to the model it wraps.
         wrap_lean = getattr(type(model), "wrap_lean", None)
-        if wrap_lean is None:
-            return None
-        inner = _lean_view(model.wrapped, forced=forced)
-        return None if inner is None else wrap_lean(model, inner)
-    return None
+        if wrap_lean is not None:
+            return wrap_lean(model, lean_model_for(model.wrapped))  # type: ignore[no-any-return]
+    # any other provider's model, through pydantic-ai's model interface (runtime/_model_adapter.py)
+    return PydanticModelLean(model)
 
 
 # -- messages ------------------------------------------------------------------------------------
@@ -298,7 +244,7 @@ _RETRY = object()  # meta of the system message pydantic-ai sends after an empty
 def to_model_messages(
     messages: Sequence[dict[str, Any]], meta: Sequence[Any], instructions: str
 ) -> list[ModelMessage]:
-    """Wire dicts (and their metadata) as pydantic-ai messages, the shape the other engine keeps."""
+    """Wire dicts (and their metadata) as pydantic-ai messages (``Session.history``)."""
     out: list[ModelMessage] = []
     request: list[Any] = []
 
@@ -356,7 +302,7 @@ def _response(message: dict[str, Any], info: Any) -> ModelResponse:
             parts=parts,
             usage=usage,
             model_name=info.model_name,
-            provider_name=None if info.model_name == "replay" else "openai",
+            provider_name=None if info.model_name == "replay" else info.provider_name,
         )
     return ModelResponse(parts=parts)
 
@@ -391,6 +337,7 @@ def from_model_messages(history: Sequence[ModelMessage]) -> tuple[list[dict[str,
                     output_tokens=usage.output_tokens,
                     cached_tokens=usage.cache_read_tokens,
                     model_name=message.model_name,
+                    provider_name=message.provider_name,
                 )
             )
             continue
@@ -426,7 +373,7 @@ def from_model_messages(history: Sequence[ModelMessage]) -> tuple[list[dict[str,
 
 
 class LeanLoop:
-    """One session's conversation on the lean engine (its messages, its tools' wire text)."""
+    """One session's conversation on the loop (its messages, its tools' wire text)."""
 
     def __init__(self, session: Session, model: LeanModel) -> None:
         self.session = session
@@ -520,12 +467,15 @@ class LeanLoop:
             limit = tool_calls_allowed(session.budget)
             run = reply.calls if limit is None else reply.calls[:limit]
             cut = (reply.output_tokens or 0) if reply.finish_reason == "length" else None
+            failed: set[str] = set()  # tools whose calls of this answer spend a retry
             if len(run) == 1:
-                answers = [await self._call(*run[0], retries, cut)]
+                answers = [await self._call(*run[0], (retries, failed), cut)]
             else:
                 async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(self._call(*c, retries, cut)) for c in run]
+                    tasks = [group.create_task(self._call(*c, (retries, failed), cut)) for c in run]
                 answers = [task.result() for task in tasks]
+            for name in failed:  # one retry per tool per answer, however many of its calls failed
+                retries[name] = retries.get(name, 0) + 1
             answers += [self._refuse(call_id, name) for call_id, name, _ in reply.calls[len(run) :]]
             for (call_id, name, _), (content, retried) in zip(reply.calls, answers, strict=True):
                 self._add(
@@ -553,7 +503,12 @@ class LeanLoop:
         self.session.emit_delta(text)
 
     async def _call(
-        self, call_id: str, name: str, args: str, retries: dict[str, int], cut: int | None = None
+        self,
+        call_id: str,
+        name: str,
+        args: str,
+        retries: tuple[dict[str, int], set[str]],
+        cut: int | None = None,
     ) -> tuple[str, bool]:
         session = self.session
         spec = session.tools.get(name)
@@ -579,19 +534,21 @@ class LeanLoop:
         return result.text, False
 
     @staticmethod
-    def _spend(name: str, budget: int, retries: dict[str, int]) -> None:
-        used = retries.get(name, 0)
-        if used >= budget:
+    def _spend(name: str, budget: int, retries: tuple[dict[str, int], set[str]]) -> None:
+        """A failed call of ``name``: the run fails once the retries of earlier answers used
+        ``budget`` up; else the tool spends one retry for this answer (as pydantic-ai counts)."""
+        spent, failed = retries
+        if spent.get(name, 0) >= budget:
             raise UnexpectedModelBehavior(
                 f"Tool {name!r} exceeded max retries count of {budget}. Consider raising the retry "
                 "limit, or see the docs on tool retries: "
                 "https://pydantic.dev/docs/ai/tools-toolsets/tools-advanced/#tool-retries"
             )
-        retries[name] = used + 1
+        failed.add(name)
 
     # -- what the session records ------------------------------------------------------------
     def record(self, start: int, *, complete: bool = True) -> None:
-        """Record this run's messages (from ``start``) as the pydantic-ai engine does.
+        """Record this run's messages (from ``start``) in the store.
         ``complete=False``: the run raised; a last answer whose tool calls got no result is
         left out (a continued session must not send calls with no result)."""
         store = self.session.store
@@ -640,7 +597,7 @@ class LeanLoop:
 
 
 def usage_responses(replies: Sequence[Reply]) -> list[ModelResponse]:
-    """The ``usage`` event's responses, as the pydantic-ai engine reports them."""
+    """The ``usage`` event's responses (pydantic-ai ``ModelResponse`` objects)."""
     return [_response({"content": r.text}, r) for r in replies]
 
 

@@ -10,7 +10,7 @@ Retries (429 and 5xx, connection errors) are ``tenacity``'s: exponential backoff
 the server's ``Retry-After`` / ``retry-after-ms`` when it sends one; ``x-should-retry: false``
 (which OpenAI-compatible servers send for errors that will not heal) is honoured, as the openai SDK
 does. Provider errors are pydantic-ai's exception classes (``ModelHTTPError`` and its categories),
-so a caller sees the same failure on either engine.
+so a caller sees the same failure whichever provider answered.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ class Reply:
     cached_tokens: int = 0
     model_name: str | None = None
     finish_reason: str | None = None
+    #: who answered (the usage rows' ``provider``): the Chat Completions wire is ``openai``'s
+    provider_name: str | None = "openai"
 
 
 def dumps(value: Any) -> str:

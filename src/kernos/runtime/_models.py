@@ -15,6 +15,7 @@ last used on (connections belong to the loop that opened them).
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,6 @@ from pydantic_ai.models import Model, infer_model
 from kernos.runtime._cassette import CassetteError, ReplayModel
 from kernos.runtime._chat import OpenAIChat
 from kernos.runtime._config import Config, ConfigError, NoModelError
-from kernos.runtime._lean import pin_engine
 from kernos.runtime._model_errors import ModelTarget, missing_key_variable
 from kernos.runtime._secrets import register_env_secrets, register_secrets, register_url_secrets
 
@@ -121,17 +121,28 @@ def _openai_chat(
 
 
 def resolve_model(name: str, config: Config) -> Model:
-    """Build the model called ``name`` (a model string or a config alias); an alias's
-    ``engine`` pins which engine a session drives it with.
+    """Build the model called ``name`` (a model string or a config alias). An alias's
+    ``engine`` is ignored (every model runs on kernos's one loop): said once per alias.
 
     Raises:
         ConfigError: unknown provider, missing key variable, unreadable cassette.
     """
     model = _resolve(name, config)
     alias = config.models.get(name)
-    if alias is not None:
-        pin_engine(model, alias.engine)
+    if alias is not None and alias.engine is not None and name not in _ENGINE_TOLD:
+        _ENGINE_TOLD.add(name)
+        log.warning(
+            "[models.%s] engine = %r is ignored: every model runs on kernos's own loop; "
+            "remove the key",
+            name,
+            alias.engine,
+        )
     return model
+
+
+log = logging.getLogger("kernos.models")
+#: the aliases whose ignored ``engine`` key was reported (once per process)
+_ENGINE_TOLD: set[str] = set()
 
 
 def _resolve(name: str, config: Config) -> Model:

@@ -1,5 +1,5 @@
 """Truncated and repeated tool calls: the pure rules :class:`kernos.runtime._toolset.KernosToolset`
-applies to every call on both engines.
+applies to every call.
 
 - A call in an answer the provider cut off at its output limit (``finish_reason`` ``length``)
   whose arguments the boundary could not use is answered ``truncated_call``, not ``invalid_json``:

@@ -9,43 +9,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pydantic_ai
-from pydantic_ai import Agent, CallToolsNode
-from pydantic_ai.exceptions import UnexpectedModelBehavior
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    PartDeltaEvent,
-    PartStartEvent,
-    RetryPromptPart,
-    TextPart,
-    TextPartDelta,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
-from pydantic_ai.models.function import FunctionModel
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._budget import Budget, BudgetExceeded, BudgetMeter
-from kernos.runtime._chat import inner_layer
-from kernos.runtime._clean import clean_model, clean_response, cut_off_calls
-from kernos.runtime._compacting import (
-    Compacted,
-    CompactedViewModel,
-    CompactionStep,
-    Compactor,
-    PydanticView,
-)
+from kernos.runtime._compacting import Compacted, CompactionStep, Compactor
 from kernos.runtime._compaction import CompactSettings, Summary
 from kernos.runtime._compaction_store import latest_summary
-from kernos.runtime._errors import EmptyAnswers
 from kernos.runtime._foreign import has_foreign_tools, tool_results_note
 from kernos.runtime._lean import EMPTY_RETRIES, LeanLoop, lean_model_for, usage_responses
 from kernos.runtime._repeats import REPEAT_LIMIT
 from kernos.runtime._store import Store
-from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._toolsets import Watcher
 from kernos.runtime._trace import span
 from kernos.runtime._usage import response_usage
@@ -98,18 +73,15 @@ class Session:
         retries: the retry budget of every tool in this session (config ``retries``); ``None``
             keeps each tool's own ``max_retries``.
         workspace: the workspace policy tools see in their context (``ToolContext.workspace``).
-        engine: ``"lean"`` or ``"pydantic-ai"``; ``None`` picks one (``KERNOS_ENGINE``, the
-            model alias's ``engine``, else lean for OpenAI-compatible Chat Completions models
-            and cassettes, pydantic-ai for the rest).
+        engine: accepted and ignored: every model runs on kernos's one loop
+            (:class:`kernos.runtime._lean.LeanLoop`; a model of another provider through
+            :class:`kernos.runtime._model_adapter.PydanticModelLean`).
         stream: ask for streamed answers and emit each piece of text as a ``delta`` event.
         repeat_limit: the identical successful call in a row whose result starts with a coded
             ``repeated_call`` note (``[tasks] repeat_limit``; ``0``: never).
         empty_retries: answers with no text and no tool call that are asked again before the
             prompt fails with :class:`~kernos.runtime.EmptyAnswers` (config
             ``[models.NAME] empty_retries``).
-
-    Raises:
-        ConfigError: ``engine`` or ``KERNOS_ENGINE`` names no engine.
     """
 
     def __init__(
@@ -164,37 +136,17 @@ class Session:
         self.budget: BudgetMeter | None = None
         #: the limit the current prompt ran into (raised once its turns are recorded)
         self._exceeded: BudgetExceeded | None = None
-        self._history: list[ModelMessage] = []
         self._watchers: Sequence[Watcher] = ()
         #: the durable run whose turns are keyed, and how many it recorded (:meth:`key_turns`)
         self._turn_run: str | None = None
         self._turns_keyed = 0
         self._usage_keyed = 0
         self._calls_keyed = 0
-        #: where the current pydantic-ai prompt's messages start in the history
-        self._before = 0
         #: compaction (runtime/_compacting.py): the step, when the model declares a window, and
         #: the approved summary the model is sent instead of the turns it covers
         self.compacting: CompactionStep | None = None
         self.summary: Summary | None = None
-        self._view_wrapped = False
-        lean = lean_model_for(model, engine)
-        self._lean = None if lean is None else LeanLoop(self, lean)
-        self._toolset = KernosToolset(self, self._results.__setitem__)
-        self._agent = (
-            self._make_agent(clean_model(model))  # the model's text is cleaned once, there
-            if self._lean is None
-            else None
-        )
-
-    def _make_agent(self, model: Model) -> Agent[None, str]:
-        return Agent(
-            model,
-            instructions=self._system_prompt,
-            toolsets=[self._toolset],
-            name=self.agent,
-            retries={"output": self.empty_retries},
-        )
+        self._lean = LeanLoop(self, lean_model_for(model))
 
     @property
     def system_prompt(self) -> str:
@@ -206,47 +158,31 @@ class Session:
         note = tool_results_note()
         return f"{self.instructions}\n\n{note}" if self.instructions else note
 
-    def _system_prompt(self) -> str:
-        return self.system_prompt  # pydantic-ai reads it for each request
-
     @property
     def engine(self) -> str:
-        """The engine this session runs on: ``"lean"`` or ``"pydantic-ai"``."""
-        return "pydantic-ai" if self._lean is None else "lean"
+        """``"lean"``: every session runs on kernos's one loop (kept for callers that read it)."""
+        return "lean"
 
     @property
     def history(self) -> list[ModelMessage]:
         """The conversation as pydantic-ai messages (assignable: a restored history continues)."""
-        return self._history if self._lean is None else self._lean.history
+        return self._lean.history
 
     @history.setter
     def history(self, value: list[ModelMessage]) -> None:
-        if self._lean is None:
-            self._history = value
-        else:
-            self._lean.history = value
+        self._lean.history = value
         if self.store is not None:  # a resumed session is sent its compacted view
             self.summary = latest_summary(self.store, self.session_id)
-            if self.summary is not None:
-                self._send_view()
 
     # -- compaction -------------------------------------------------------------------------
     def set_compaction(self, settings: CompactSettings | None, compactor: Compactor | None) -> None:
         """Compact this session's middle turns before a request that crosses ``settings``'s
-        threshold, through ``compactor`` (``None`` for either: never automatically). On the
-        pydantic-ai engine the model is wrapped so that it is sent the compacted view."""
+        threshold, through ``compactor`` (``None`` for either: never automatically). The loop
+        sends the compacted view itself (:meth:`kernos.runtime._lean.LeanLoop.wire`)."""
         if settings is None or compactor is None:
             self.compacting = None
             return
         self.compacting = CompactionStep(self, settings, compactor)
-        self._send_view()
-
-    def _send_view(self) -> None:
-        """On pydantic-ai: from now on the model is sent what :class:`CompactedViewModel` makes
-        of the history (the compacted view); the lean loop builds its view itself."""
-        if self._lean is None and not self._view_wrapped:
-            self._agent = self._make_agent(CompactedViewModel(clean_model(self.model), self))
-            self._view_wrapped = True
 
     async def compact(self) -> Compacted | None:
         """Compact now, whatever the request's size (``kernos sessions compact``); ``None``: no
@@ -259,8 +195,7 @@ class Session:
         if self.compacting is None:
             raise ValueError("this session cannot compact: no compactor was set")
         async with self._lock:
-            view = self._lean if self._lean is not None else PydanticView(self, self._history)
-            return await self.compacting.before_request(view, force=True)
+            return await self.compacting.before_request(self._lean, force=True)
 
     # -- budget -----------------------------------------------------------------------------
     def set_budget(self, budget: Budget | None) -> None:
@@ -269,7 +204,7 @@ class Session:
         self.budget = BudgetMeter(budget, seen=len(self.history)) if budget else None
 
     def _before_request(self) -> bool:
-        """Every engine calls this right before it sends a model request; false: do not send
+        """The loop calls this right before it sends a model request; false: do not send
         it, the run is over its budget (the prompt raises :class:`BudgetExceeded` once its turns
         and usage are recorded). A request that is sent is a ``request`` event first."""
         if not self._within_budget():
@@ -426,13 +361,10 @@ class Session:
         text = clean_text(text)  # argv and stdin can carry lone surrogates too (surrogateescape)
         self.emit("prompt", text=text)
         try:
-            if self._lean is not None:
-                final, replies, start = await self._lean.run(text)
-                self.last_text = final
-                self._lean.record(start)
-                responses: list[ModelResponse] = usage_responses(replies)
-            else:
-                final, responses = await self._run_pydantic_ai(text)
+            final, replies, start = await self._lean.run(text)
+            self.last_text = final
+            self._lean.record(start)
+            responses: list[ModelResponse] = usage_responses(replies)
         except asyncio.CancelledError:
             # a cancelled prompt (Ctrl-C in a chat, a signal, a timeout) is not part of the
             # conversation that goes on (a chat rewinds to before it): its turns are not kept,
@@ -481,204 +413,7 @@ class Session:
     def _record_failed(self, *, keep_turns: bool = True) -> list[ModelResponse]:
         """Record the turns of a prompt that raised (unless ``keep_turns`` is false); returns the
         responses it received."""
-        if self._lean is not None:
-            replies, start = self._lean.replies, self._lean.start
-            if keep_turns:
-                self._lean.record(start, complete=False)
-            return usage_responses(replies)
-        # pydantic-ai ends the history of a request that raised with an empty response of its
-        # own (no parts, no model): no answer reached kernos
-        new = [m for m in self._history[self._before :] if not _placeholder(m)]
+        replies, start = self._lean.replies, self._lean.start
         if keep_turns:
-            self._record(_complete(new))
-        return [m for m in new if isinstance(m, ModelResponse)]
-
-    async def _run_pydantic_ai(self, text: str) -> tuple[str, list[ModelResponse]]:
-        assert self._agent is not None
-        before = self._before = len(self._history)
-        try:
-            final = await self._iterate(text)
-        except UnexpectedModelBehavior:
-            empty = _trailing_empty(self._history[before:])
-            if not empty:
-                raise
-            # pydantic-ai's output retries are spent on answers with nothing in them
-            self._failure = EmptyAnswers(self.model.model_name, empty)
-            final = ""
-        self.last_text = final
-        new = self._history[before:]
-        self._record(new)
-        return final, [m for m in new if isinstance(m, ModelResponse)]
-
-    async def _iterate(self, text: str) -> str:
-        assert self._agent is not None
-        stopped = False
-        async with self._agent.iter(text, message_history=self._history) as run:
-            node = run.next_node
-            while not Agent.is_end_node(node):
-                if Agent.is_model_request_node(node):
-                    if self.compacting is not None and not self._stop_requested:
-                        pending = run.all_messages()  # runtime/_compacting.py
-                        if not any(m is node.request for m in pending):
-                            pending = [*pending, node.request]
-                        await self.compacting.before_request(PydanticView(self, pending))
-                    if self._stop_requested or not self._before_request():
-                        stopped = True
-                        break
-                    if self.stream and _streams(self.model):
-                        async with node.stream(run.ctx) as events:
-                            async for event in events:
-                                if piece := _text_delta(event):
-                                    self.emit_delta(clean_text(piece))
-                        node = await run.next(node)
-                        if isinstance(node, CallToolsNode):  # before its tools run
-                            # a streamed answer bypasses CleanTextModel.request: clean it here
-                            response = node.model_response
-                            cut = cut_off_calls(response)  # a call cut off: for the tools
-                            response.parts = clean_response(cut).parts
-                            response.finish_reason = cut.finish_reason
-                            response.provider_details = cut.provider_details
-                        self._history = run.all_messages()
-                        continue
-                ran, node = node, await run.next(node)
-                if isinstance(ran, CallToolsNode) and Agent.is_model_request_node(node):
-                    self._answer_unknown_calls(node.request, ran.model_response)
-                self._history = run.all_messages()
-            self._history = run.all_messages()
-            if stopped or run.result is None:
-                final = _last_text(self._history)
-            else:
-                output = run.result.output
-                final = output if isinstance(output, str) else str(output)
-        return final
-
-    def _answer_unknown_calls(self, request: ModelRequest, response: ModelResponse) -> None:
-        """pydantic-ai answers a call of a tool it does not know with its own retry text before
-        any toolset sees it; kernos's coded ``unknown_tool`` answer (the lean loop's too) and its
-        events replace it here, before the request goes out."""
-        for part in request.parts:
-            if not isinstance(part, RetryPromptPart | ToolReturnPart) or (
-                isinstance(part, ToolReturnPart) and part.outcome != "retried"
-            ):
-                continue
-            if part.tool_name is not None and part.tool_name not in self.tools:
-                args = next(
-                    (
-                        p.args
-                        for p in response.parts
-                        if isinstance(p, ToolCallPart) and p.tool_call_id == part.tool_call_id
-                    ),
-                    None,
-                )
-                part.content = self._toolset.unknown(part.tool_name, args, part.tool_call_id).text
-
-    def _record(self, messages: Sequence[ModelMessage]) -> None:
-        if self.store is None:
-            return
-        for message in messages:
-            if isinstance(message, ModelRequest):
-                for part in message.parts:
-                    if isinstance(part, UserPromptPart):
-                        content = (
-                            part.content if isinstance(part.content, str) else str(part.content)
-                        )
-                        self.store.record_turn(
-                            self.session_id, self.agent, "user", content, key=self._turn_key()
-                        )
-                results = [
-                    _result_record(part, self._results.get(part.tool_call_id))
-                    for part in message.parts
-                    if isinstance(part, ToolReturnPart | RetryPromptPart)
-                ]
-                if results:
-                    self.store.record_turn(
-                        self.session_id,
-                        self.agent,
-                        "tool",
-                        tool_results=results,
-                        key=self._turn_key(),
-                    )
-            elif isinstance(message, ModelResponse):
-                calls = [
-                    {"id": p.tool_call_id, "name": p.tool_name, "args": p.args}
-                    for p in message.parts
-                    if isinstance(p, ToolCallPart)
-                ]
-                self.store.record_turn(
-                    self.session_id,
-                    self.agent,
-                    "assistant",
-                    "".join(p.content for p in message.parts if isinstance(p, TextPart)),
-                    tool_calls=calls,
-                    input_tokens=message.usage.input_tokens,
-                    output_tokens=message.usage.output_tokens,
-                    key=self._turn_key(),
-                )
-
-
-def _placeholder(message: ModelMessage) -> bool:
-    return isinstance(message, ModelResponse) and not message.parts and not message.model_name
-
-
-def _complete(messages: Sequence[ModelMessage]) -> Sequence[ModelMessage]:
-    """``messages`` without a last response whose tool calls were never answered (a prompt
-    that failed while its tools ran): a continued session must not send calls with no result."""
-    if (
-        messages
-        and isinstance(messages[-1], ModelResponse)
-        and any(isinstance(p, ToolCallPart) for p in messages[-1].parts)
-    ):
-        return messages[:-1]
-    return messages
-
-
-def _streams(model: Model) -> bool:
-    """Whether pydantic-ai can stream ``model`` (a cassette answers whole turns)."""
-    layer: Model | None = model
-    while layer is not None:
-        if isinstance(layer, FunctionModel) and layer.stream_function is None:
-            return False
-        layer = inner_layer(layer)
-    return True
-
-
-def _text_delta(event: Any) -> str:
-    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-        return event.part.content
-    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-        return event.delta.content_delta
-    return ""
-
-
-def _result_record(
-    part: ToolReturnPart | RetryPromptPart, result: ToolResult | None
-) -> dict[str, Any]:
-    text = part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response()
-    record: dict[str, Any] = {"id": part.tool_call_id, "name": part.tool_name, "text": text}
-    if result is not None and result.details:
-        record["details"] = result.details
-    return record
-
-
-def _last_text(history: Sequence[ModelMessage]) -> str:
-    for message in reversed(history):
-        if isinstance(message, ModelResponse):
-            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
-            if text:
-                return text
-    return ""
-
-
-def _trailing_empty(messages: Sequence[ModelMessage]) -> int:
-    """How many answers at the end of ``messages`` had no text and no tool call."""
-    count = 0
-    for message in reversed(messages):
-        if not isinstance(message, ModelResponse):
-            continue
-        if any(
-            (isinstance(p, TextPart) and p.content) or isinstance(p, ToolCallPart)
-            for p in message.parts
-        ):
-            break
-        count += 1
-    return count
+            self._lean.record(start, complete=False)
+        return usage_responses(replies)

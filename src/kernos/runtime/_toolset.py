@@ -151,7 +151,7 @@ class KernosToolset(AbstractToolset[Any]):
     async def invoke(
         self, name: str, raw: Any, tool_call_id: str | None, *, cut_off: int | None = None
     ) -> ToolResult:
-        """Run one call of tool ``name`` through the boundary (the lean engine calls this too):
+        """Run one call of tool ``name`` through the boundary (the loop calls this):
         the events, the cleaned and scrubbed result, ``on_result``.
 
         ``cut_off``: the call came in an answer the provider cut off at its output limit (the

@@ -30,15 +30,13 @@ from dbos import (
     StepOptions,
 )
 from pydantic_ai.messages import (
-    ModelMessage,
     ModelMessagesTypeAdapter,
     ModelResponse,
     TextPart,
     ToolCallPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models import Model
 from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
 
 from kernos.runtime import LeanModel, Reply, is_postgres_url, usage_responses
 from kernos.tasks._approvals import follow_waiting
@@ -432,39 +430,18 @@ def _fresh_default_executor() -> None:
 
 # -- model requests as steps ---------------------------------------------------------------------
 class DurableModel(WrapperModel):
-    """A model whose requests are DBOS steps inside a child workflow (plain requests outside)."""
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        if DBOS.workflow_id is None:
-            return await self.wrapped.request(messages, model_settings, model_request_parameters)
-
-        async def model_request() -> str:
-            response = await self.wrapped.request(
-                messages, model_settings, model_request_parameters
-            )
-            return ModelMessagesTypeAdapter.dump_json([response]).decode()
-
-        options: StepOptions = {"name": "model_request", "retries_allowed": False}
-        raw = await DBOS.run_step_async(options, model_request)
-        restored = ModelMessagesTypeAdapter.validate_json(raw)[0]
-        assert isinstance(restored, ModelResponse)
-        return restored
+    """A child's model whose answers are DBOS steps inside a child workflow (plain answers
+    outside one): the loop wraps the view of what it wraps in :class:`DurableLean` (see
+    :func:`kernos.runtime._lean.lean_model_for`)."""
 
     def wrap_lean(self, inner: LeanModel) -> LeanModel:
-        """On the lean engine (see :func:`kernos.runtime._lean.lean_model_for`): its answers
-        are the same steps, so a child runs on the lean engine under DBOS too."""
         return DurableLean(inner)
 
 
 def _reply_record(reply: Reply) -> str:
-    """A lean answer as a step's record: a response in the form :meth:`DurableModel.request`
-    records one (the raw finish reason where pydantic-ai keeps it), so a run resumed on either
-    model engine reads the records of both."""
+    """An answer as a step's record: a pydantic-ai response (the raw finish reason where
+    pydantic-ai keeps it), the form the pydantic-ai engine of earlier kernos versions recorded
+    too, so a run they began resumes here."""
     (response,) = usage_responses([reply])
     if reply.finish_reason:
         response.provider_details = {"finish_reason": reply.finish_reason}
@@ -472,8 +449,8 @@ def _reply_record(reply: Reply) -> str:
 
 
 def _record_reply(raw: str) -> Reply:
-    """A step's record (either engine's) as a lean answer; tool arguments as the model sent
-    them."""
+    """A step's record (this version's or an earlier pydantic-ai engine's) as an answer; tool
+    arguments as the model sent them."""
     (response,) = ModelMessagesTypeAdapter.validate_json(raw)
     assert isinstance(response, ModelResponse)
     calls = [
@@ -490,6 +467,7 @@ def _record_reply(raw: str) -> Reply:
         output_tokens=usage.output_tokens,
         cached_tokens=usage.cache_read_tokens,
         model_name=response.model_name,
+        provider_name=response.provider_name,
         finish_reason=details.get("finish_reason"),
     )
 
