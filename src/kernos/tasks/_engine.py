@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kernos.runtime import is_postgres_url
 from kernos.tasks._state import SETTLED, TaskStatus
@@ -36,26 +37,67 @@ if TYPE_CHECKING:
 ENGINE_ENV = "KERNOS_TASK_ENGINE"
 
 
-class TaskEngine(Protocol):
-    """Admits and runs children for one :class:`TaskScheduler`."""
+class TaskEngine(ABC):
+    """Admits and runs children for one :class:`TaskScheduler`.
 
-    name: str
+    Every member the scheduler, the manager and the task tools use is declared here; what
+    only a durable engine does has a default that says "not durable" (no probing for optional
+    members), as pydantic-ai's ``toolsets/abstract.py`` gives each optional capability one.
+    """
 
+    #: what ``kernos tasks`` and the task's events call this engine
+    name: ClassVar[str]
+    #: a run may be replayed (resumed after a crash): the scheduler keys its events and turns,
+    #: and sends, notices and interrupts go through the store
+    replays: ClassVar[bool] = False
+
+    def __init__(self, scheduler: TaskScheduler) -> None:
+        self.scheduler = scheduler
+
+    @abstractmethod
     def start(self, record: TaskRecord, text: str) -> None:
         """Start (or queue) ``record``'s next run with ``text`` as its message; sets
         ``record.runner``. A child admitted at once is ``running`` on return."""
 
-    def child_model(self, model: Model) -> Model:
-        """The model a child session runs on (the DBOS engine makes its requests steps)."""
-
-    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
-        """The tools a child session gets (the DBOS engine makes each call a step)."""
-
+    @abstractmethod
     def queue_position(self, record: TaskRecord) -> int | None:
         """1-based place of a pending child in its model's queue (``None``: not queued)."""
 
+    def child_model(self, model: Model) -> Model:
+        """The model a child session runs on (the DBOS engine makes its requests steps)."""
+        return model
+
+    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
+        """The tools a child session gets (the DBOS engine makes each call a step)."""
+        return list(tools)
+
+    async def queued(self, records: Sequence[TaskRecord]) -> None:
+        """Return once the engine holds ``records`` durably (at once: nothing to wait for)."""
+        return None
+
+    def adopt(self, record: TaskRecord) -> None:
+        """Follow an active child a rebuilt child's earlier attempt spawned until its run ends
+        (nothing here: only a durable engine rebuilds children)."""
+        return None
+
+    def spawn_ids(self, count: int, salt: int = 0) -> list[str] | None:
+        """The ids a ``task`` call gives its ``count`` children, the same on every replay of
+        the call (``None``: fresh random ids)."""
+        return None
+
+    def send_key(self) -> str | None:
+        """The key a ``task_send`` made now is stored under, the same on every replay of its
+        step (``None``: every send is stored)."""
+        return None
+
+    @property
+    def leaving(self) -> bool:
+        """This process runs no new child and leaves the active ones to other executors."""
+        return False
+
     async def aclose(self) -> None:
         """Release what the engine holds (every run has ended already)."""
+        return None
 
 
 def model_limit(config: Config, model_name: str) -> int:
@@ -148,13 +190,13 @@ class _Slots:
         self.active -= 1
 
 
-class LocalEngine:
+class LocalEngine(TaskEngine):
     """Children as asyncio tasks of this process, under per-model slots (the default)."""
 
     name = "local"
 
     def __init__(self, scheduler: TaskScheduler) -> None:
-        self.scheduler = scheduler
+        super().__init__(scheduler)
         self._slots: dict[str, _Slots] = {}
 
     def _slots_for(self, model_name: str) -> _Slots:
@@ -162,12 +204,6 @@ class LocalEngine:
         if slots is None:
             slots = self._slots[model_name] = _Slots(model_limit(self.scheduler.config, model_name))
         return slots
-
-    def child_model(self, model: Model) -> Model:
-        return model
-
-    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
-        return list(tools)
 
     def queue_position(self, record: TaskRecord) -> int | None:
         return self._slots_for(record.model_name).position(record)
@@ -180,7 +216,7 @@ class LocalEngine:
             record.executor = executor_id()
             self.scheduler.mark_running(record)
         elif record.status in SETTLED:
-            self.scheduler._move(record, TaskStatus.PENDING)
+            self.scheduler.move(record, TaskStatus.PENDING)
         record.runner = asyncio.get_running_loop().create_task(
             self._run(record, text, queued), name=f"kernos-task-{record.id}"
         )
@@ -193,12 +229,9 @@ class LocalEngine:
             try:
                 await slots.wait(record, queued)
             except asyncio.CancelledError:
-                self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
+                self.scheduler.move(record, record.end_as or TaskStatus.CANCELLED)
                 return
         try:
             await self.scheduler.run_child(record, text)
         finally:
             slots.release()
-
-    async def aclose(self) -> None:
-        return None

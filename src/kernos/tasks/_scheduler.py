@@ -2,7 +2,7 @@
 (docs/architecture.md, "The task lifecycle").
 
 It runs children whose sessions are already built (:mod:`kernos.tasks._manager` builds them and
-their tools). Every status change goes through :meth:`TaskScheduler._move`, which checks the
+their tools). Every status change goes through :meth:`TaskScheduler.move`, which checks the
 transition table, writes an event and wakes whoever waits for a change.
 """
 
@@ -169,7 +169,7 @@ class TaskScheduler:
         """The engine admitted ``record``: its run starts now."""
         if record.status != TaskStatus.RUNNING:
             record.started_at, record.finished_at = time.time(), None
-            self._move(record, TaskStatus.RUNNING)
+            self.move(record, TaskStatus.RUNNING)
 
     async def run_child(self, record: TaskRecord, text: str) -> None:
         """One admitted run of ``record``'s session, to its end state (the engines call this),
@@ -193,8 +193,7 @@ class TaskScheduler:
         session.set_budget(budget)
         self._before_run(record, session)
         # a run the engine may replay (DBOS resumes it after a crash) keys its events and turns
-        replays = getattr(self.engine, "replays", False)
-        record.run_key = str(record.run_epoch) if replays else None
+        record.run_key = str(record.run_epoch) if self.engine.replays else None
         record.events_keyed, record.calls_keyed = 0, {}
         session.key_turns(record.run_key)
         # the wall clock starts when the engine admitted the child, not while it was queued
@@ -214,7 +213,7 @@ class TaskScheduler:
             if record.leave:
                 raise  # no transition: the run resumes elsewhere from its last step
             record.finished_at = time.time()
-            self._move(record, record.end_as or TaskStatus.CANCELLED)
+            self.move(record, record.end_as or TaskStatus.CANCELLED)
         except Exception as exc:
             record.finished_at = time.time()
             if isinstance(exc, TimeoutError) and deadline.expired() and budget.timeout:
@@ -224,26 +223,24 @@ class TaskScheduler:
                 record.error = prompt_text("limit_reached.md").format(
                     code=exc.code, limit=exc.limit, value=exc.value, used=exc.used
                 )
-                self._move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
+                self.move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
             elif isinstance(exc, ContextExhausted):  # its status event carries the code
                 record.error = scrub_text(self._failure_text(record, session, exc))
-                self._move(record, TaskStatus.ERROR, why=record.error, code=exc.code)
+                self.move(record, TaskStatus.ERROR, why=record.error, code=exc.code)
             else:
                 record.error = scrub_text(self._failure_text(record, session, exc))
-                self._move(record, TaskStatus.ERROR)
+                self.move(record, TaskStatus.ERROR)
         else:
             record.finished_at = time.time()
             record.final_text = final
-            self._move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
+            self.move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
         finally:
             record.interrupt = False
 
     async def queued(self, records: Sequence[TaskRecord]) -> None:
         """Return once the engine holds ``records`` durably, where it can tell (a ``task`` call
         of a durable run waits for its children's queueing before its step is recorded)."""
-        wait = getattr(self.engine, "queued", None)
-        if wait is not None:
-            await wait(records)
+        await self.engine.queued(records)
 
     async def send(self, record: TaskRecord, message: str) -> int | None:
         """Give an active child ``message`` for after its current turn; its place among the
@@ -252,14 +249,13 @@ class TaskScheduler:
         inbox (committed before this returns), wherever it executes; otherwise from its
         session's queue. A send made in a step of a durable run is stored once, however often
         the step is replayed (the engine's ``send_key``)."""
-        if not getattr(self.engine, "replays", False):
+        if not self.engine.replays:
             assert record.session is not None
             record.session.inject(message)
             return record.session.pending_messages
         # a send of a durable run carries its step's key, so a replay of the step after a crash
         # (the message committed, the step not recorded) does not deliver it again
-        draw = getattr(self.engine, "send_key", None)
-        key = draw() if draw is not None else None
+        key = self.engine.send_key()
         return await asyncio.to_thread(self.store.send, record.id, message, key)
 
     async def _take_messages(
@@ -270,7 +266,7 @@ class TaskScheduler:
         the store under the key ``EPOCH:mN``: a replay of the run takes the same ones again
         (see :meth:`TaskStore.take_messages`); the same query says whether it was asked to stop.
         Messages queued on the session itself (the notices of a child's own children, on the
-        local engine; a durable run's come through its inbox, see :meth:`_notify`) follow."""
+        local engine; a durable run's come through its inbox, see :meth:`notify`) follow."""
         batch: list[str] = []
         if record.run_key is not None:
             take = self.store.take_messages
@@ -295,7 +291,12 @@ class TaskScheduler:
         see :mod:`kernos.tasks._teams`); ``None``: none."""
         return None
 
-    def _move(
+    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord | None:
+        """A child another process spawned, rebuilt here from its store ``row`` to run its run
+        ``epoch`` (the DBOS engine runs it); ``None``: this scheduler cannot (the manager can)."""
+        return None
+
+    def move(
         self,
         record: TaskRecord,
         target: TaskStatus,
@@ -334,8 +335,8 @@ class TaskScheduler:
             payload["code"] = code
         self.store.event(record.id, "status", payload)
         if record.background and target in NOTIFY and record.end_as is None:
-            self._notify(record)
-        self._wake()
+            self.notify(record)
+        self.wake()
         return True
 
     def _on_child_event(self, record: TaskRecord, event: SessionEvent) -> None:
@@ -425,9 +426,11 @@ class TaskScheduler:
         note = compaction_note(record)
         return f"{text}\n{note}" if note else text
 
-    def _notify(self, record: TaskRecord) -> None:
+    def notify(self, record: TaskRecord) -> None:
+        """Deliver ``record``'s completion notice to its parent: a durable parent's inbox in
+        the store, else the parent session's queue with the other notices of this loop turn."""
         parent = record.parent
-        if record.depth > 1 and getattr(self.engine, "replays", False):
+        if record.depth > 1 and self.engine.replays:
             # the parent is a child whose run may be replayed, in any process: the notice goes
             # to its inbox, claimed in the same transaction (once, whoever delivers it), and
             # its run takes it after its prompt as it takes follow-ups (a replay, the same)
@@ -440,7 +443,7 @@ class TaskScheduler:
                 log.warning("task %s: its notice is not in the store: %s", record.id, exc)
             else:
                 if delivered:
-                    self._wake()
+                    self.wake()
                 return
         _, notes = self._outbox.setdefault(parent.session_id, (parent, []))
         notes.append(self.notice(record))
@@ -454,15 +457,12 @@ class TaskScheduler:
         outbox, self._outbox = self._outbox, {}
         for parent, notes in outbox.values():
             parent.inject("\n\n".join(notes))
-        self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self.wake()
 
     def wake(self) -> None:
         """Wake whoever waits for a change (:meth:`change_event`)."""
-        self._wake()
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     def change_event(self) -> asyncio.Event:
         """Set at the next change (a status, a notice, team mail); take it before checking."""
@@ -536,7 +536,7 @@ class TaskScheduler:
             return False
         record.end_as = TaskStatus.CANCELLED
         record.finished_at = time.time()
-        self._move(record, TaskStatus.CANCELLED, why=reason or "cancelled by its parent")
+        self.move(record, TaskStatus.CANCELLED, why=reason or "cancelled by its parent")
         if record.runner is not None:
             record.runner.cancel()
         return True
@@ -547,7 +547,7 @@ class TaskScheduler:
 
     def interrupt(self, record: TaskRecord) -> bool:
         """Stop a running child after its current step; its status becomes ``interrupted``."""
-        durable = getattr(self.engine, "replays", False)
+        durable = self.engine.replays
         if record.status != TaskStatus.RUNNING or (record.session is None and not durable):
             return False
         if durable:
@@ -620,7 +620,7 @@ class TaskScheduler:
                     record.finished_at = row["finished_at"]
                     if record.runner is not None:
                         record.runner.cancel()
-                    self._wake()
+                    self.wake()
                     continue
                 self.cancel(record, "cancelled from the command line")
 

@@ -214,7 +214,7 @@ class Teams:
         (members run on any worker)."""
         limit = self.manager.config.tasks.team_max_turns
         key = (seat.lead, seat.team)
-        if getattr(self.manager.engine, "replays", False):
+        if self.manager.engine.replays:
             counted = self.store.count_request(seat.lead, seat.team, limit)
             if counted is None:
                 used = self.store.requests(seat.lead, seat.team)
@@ -247,9 +247,7 @@ class Teams:
         return self.render(seat.team, mail) if mail else None
 
     def _send_key(self) -> str | None:
-        draw = getattr(self.manager.engine, "send_key", None)
-        key: str | None = draw() if draw is not None else None
-        return key
+        return self.manager.engine.send_key()
 
     async def send(self, seat: Seat, to: str, message: str) -> str:
         check_message(message)
@@ -291,7 +289,7 @@ class Teams:
     def deliver_lead(self, lead: Session) -> bool:
         """Between the lead's turns: its unread mail, claimed now, becomes its next turn;
         ``True`` when there was some."""
-        durable = bool(getattr(self.manager.engine, "replays", False))
+        durable = self.manager.engine.replays
         if lead.session_id not in self.lead_mail and not (
             durable and lead.session_id in self.leads
         ):

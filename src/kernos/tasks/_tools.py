@@ -221,7 +221,7 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
         except asyncio.CancelledError:
             # a run that stops to be resumed elsewhere (a worker leaving, a --no-wait exit)
             # leaves its children to the executors: its replayed call finds them there
-            if not getattr(manager.engine, "leaving", False):
+            if not manager.engine.leaving:
                 for record in records:
                     manager.cancel(record, "the parent's turn was cancelled")
             raise
