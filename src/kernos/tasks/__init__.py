@@ -20,6 +20,7 @@ if typing.TYPE_CHECKING:
         normalize_task_arguments,
     )
     from kernos.tasks._prompts import PROMPT_FILES, build_task_description, prompt_text
+    from kernos.tasks._record import TaskRecord
     from kernos.tasks._resolve import (
         MAX_BATCH,
         BackgroundResolution,
@@ -30,7 +31,7 @@ if typing.TYPE_CHECKING:
         resolve_run_in_background,
         resolve_spawn_items,
     )
-    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.tasks._scheduler import TaskScheduler
     from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import (
         MIGRATIONS,

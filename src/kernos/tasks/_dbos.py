@@ -41,14 +41,14 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from kernos.runtime import LeanModel, Reply, is_postgres_url, usage_responses
-from kernos.tasks._engine import TaskEngine, crash_mode, model_limit
+from kernos.tasks._engine import EngineHost, TaskEngine, crash_mode, model_limit
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
 from kernos.tasks._steps import ToolRecord, stepped
 from kernos.tasks._store import STATUS_CHANNEL, executor_id
 
 if TYPE_CHECKING:
     from kernos.boundary import ToolSpec
-    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.tasks._record import TaskRecord
     from kernos.tasks._store import TaskStore
 
 log = logging.getLogger("kernos.tasks")
@@ -547,7 +547,7 @@ class DBOSEngine(TaskEngine):
 
     def __init__(
         self,
-        scheduler: TaskScheduler,
+        scheduler: EngineHost,
         *,
         listen: Sequence[str] | None = None,
         remote: RemoteRun | None = None,

@@ -20,7 +20,7 @@ import os
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from kernos.runtime import is_postgres_url
 from kernos.tasks._state import SETTLED, TaskStatus
@@ -30,15 +30,56 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from kernos.boundary import ToolSpec
-    from kernos.runtime import Config
-    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.runtime import Config, Runtime
+    from kernos.tasks._record import TaskRecord
+    from kernos.tasks._store import TaskStore
 
 #: overrides ``[tasks] engine`` (the test suite runs once per engine with it)
 ENGINE_ENV = "KERNOS_TASK_ENGINE"
 
 
+class EngineHost(Protocol):
+    """What an engine holds: the scheduler as the engines see it (``TaskScheduler`` and the
+    ``TaskManager`` built on it), its records, store and public moves, notices and wake-ups.
+    Declared here, below the scheduler, so an engine never imports the scheduler's module."""
+
+    runtime: Runtime
+    config: Config
+    store: TaskStore
+    records: dict[str, TaskRecord]
+    #: closing without waiting began: no new child starts here
+    abandoning: bool
+
+    def mark_running(self, record: TaskRecord) -> None:
+        """The engine admitted ``record``: its run starts now."""
+
+    async def run_child(self, record: TaskRecord, text: str) -> None:
+        """One admitted run of ``record``'s session, to its end state."""
+
+    def move(
+        self,
+        record: TaskRecord,
+        target: TaskStatus,
+        why: str | None = None,
+        code: str | None = None,
+    ) -> bool:
+        """Apply one status transition (``False``: none, or one the table forbids)."""
+
+    def notify(self, record: TaskRecord) -> None:
+        """Deliver ``record``'s completion notice to its parent."""
+
+    def wake(self) -> None:
+        """Wake whoever waits for a change."""
+
+    def watch_cancels(self) -> None:
+        """Poll the store for cancels from other processes while children are active."""
+
+    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord | None:
+        """A child another process spawned, rebuilt from its row (``None``: not here)."""
+
+
 class TaskEngine(ABC):
-    """Admits and runs children for one :class:`TaskScheduler`.
+    """Admits and runs children for one scheduler (an :class:`EngineHost`).
 
     Every member the scheduler, the manager and the task tools use is declared here; what
     only a durable engine does has a default that says "not durable" (no probing for optional
@@ -51,7 +92,7 @@ class TaskEngine(ABC):
     #: and sends, notices and interrupts go through the store
     replays: ClassVar[bool] = False
 
-    def __init__(self, scheduler: TaskScheduler) -> None:
+    def __init__(self, scheduler: EngineHost) -> None:
         self.scheduler = scheduler
 
     @abstractmethod
@@ -135,16 +176,6 @@ def crash_mode(config: Config, store_url: str | None = None) -> str:
     return mode
 
 
-def make_engine(scheduler: TaskScheduler) -> TaskEngine:
-    name = engine_name(scheduler.config, scheduler.config.store_url)
-    if name == "dbos":
-        from kernos.tasks._dbos import DBOSEngine
-
-        engine: TaskEngine = DBOSEngine(scheduler)
-        return engine
-    return LocalEngine(scheduler)
-
-
 class _Slots:
     """A per-model concurrency limit with a FIFO queue (``limit == 0``: unbounded)."""
 
@@ -195,7 +226,7 @@ class LocalEngine(TaskEngine):
 
     name = "local"
 
-    def __init__(self, scheduler: TaskScheduler) -> None:
+    def __init__(self, scheduler: EngineHost) -> None:
         super().__init__(scheduler)
         self._slots: dict[str, _Slots] = {}
 

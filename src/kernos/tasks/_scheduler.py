@@ -13,7 +13,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from kernos.boundary import repairs_data
@@ -29,9 +28,12 @@ from kernos.runtime import (
     scrub_text,
     span,
 )
-from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
+from kernos.tasks._engine import LocalEngine, TaskEngine, crash_mode, engine_name
 from kernos.tasks._prompts import prompt_text
-from kernos.tasks._resolve import SpawnItem
+
+# TaskRecord lives below the engines (tasks/_record.py); named here too, where it was
+from kernos.tasks._record import TaskRecord as TaskRecord
+from kernos.tasks._record import compaction_note
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
 from kernos.tasks._store import TaskStore, executor_id, progress_payload
 
@@ -43,66 +45,14 @@ NOTICE_RESULT_CHARS = 700
 _CANCEL_POLL_SECONDS = 0.5
 
 
-@dataclass(eq=False)
-class TaskRecord:
-    """One child task as the manager holds it."""
+def make_engine(scheduler: TaskScheduler) -> TaskEngine:
+    """The engine a scheduler's config chooses (:func:`kernos.tasks._engine.engine_name`)."""
+    name = engine_name(scheduler.config, scheduler.config.store_url)
+    if name == "dbos":
+        from kernos.tasks._dbos import DBOSEngine  # DBOS is imported only when it runs
 
-    id: str
-    parent: Session
-    item: SpawnItem
-    model_name: str
-    depth: int
-    background: bool
-    session: Session | None = None
-    status: TaskStatus = TaskStatus.PENDING
-    residency: Residency = Residency.RESIDENT
-    run_epoch: int = 1
-    final_text: str = ""
-    error: str | None = None
-    missing_skills: list[str] = field(default_factory=list)
-    created_at: float = field(default_factory=time.time)
-    started_at: float | None = None
-    finished_at: float | None = None
-    runner: asyncio.Task[None] | None = None
-    interrupt: bool = False
-    end_as: TaskStatus | None = None  # set when the manager stops the child (cancelled / lost)
-    #: the run stops in this process without ending: another executor resumes it (a worker
-    #: stopped by SIGTERM/SIGINT with ``on_crash = "resume"``)
-    leave: bool = False
-    executor: str | None = None  # who runs it (``host:pid``) when not this process
-    grants: list[str] = field(default_factory=list)
-    #: a durable run (the DBOS engine): its transcript events carry keys ``EPOCH:N``, the same
-    #: on every replay of the run, so a resumed run does not write its replayed part again;
-    #: ``None``: unkeyed (the local engine)
-    run_key: str | None = None
-    events_keyed: int = 0  # how many events this run wrote under ``run_key``
-    #: the key of each tool call of this run, by call id: its result's key is that key + "r"
-    #: (parallel calls' results may come back in another order on a replay)
-    calls_keyed: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str | None:
-        return self.item.name
-
-    @property
-    def label(self) -> str:
-        return self.item.label
-
-    @property
-    def duration(self) -> float:
-        if self.started_at is None:
-            return 0.0
-        return (self.finished_at or time.time()) - self.started_at
-
-
-def compaction_note(record: TaskRecord) -> str:
-    """``compacted N×; M declared losses`` for a child whose session compacted (runtime/
-    _compacting.py) in this process; ``""`` when it did not."""
-    step = record.session.compacting if record.session is not None else None
-    if step is None or not step.done:
-        return ""
-    losses = sum(c.losses for c in step.done)
-    return prompt_text("compacted.md").format(count=len(step.done), losses=losses)
+        return DBOSEngine(scheduler)
+    return LocalEngine(scheduler)
 
 
 class TaskScheduler:
@@ -112,7 +62,7 @@ class TaskScheduler:
         runtime: models, config and the store.
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
         engine: makes the engine that runs the children (default: as configured, see
-            :func:`kernos.tasks._engine.make_engine`).
+            :func:`make_engine`).
     """
 
     def __init__(

@@ -15,7 +15,7 @@ import contextlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,8 +36,9 @@ from kernos.tasks._team_rules import (
 from kernos.tasks._team_store import LEAD, TeamStore
 
 if TYPE_CHECKING:
-    from kernos.tasks._manager import TaskManager
-    from kernos.tasks._scheduler import TaskRecord
+    from kernos.runtime import Config, Runtime
+    from kernos.tasks._engine import TaskEngine
+    from kernos.tasks._record import TaskRecord
 
 #: the tools a member gets, and the lead's (in the order they are added)
 MEMBER_TOOLS = ("team_send", "board_add", "board_list", "board_update")
@@ -129,10 +130,28 @@ class TeamMeter(BudgetMeter):
         super().before_request()
 
 
+class TeamHost(Protocol):
+    """What teams use of the manager that holds them (``TaskManager``), declared here so
+    this module does not import the manager that imports it."""
+
+    runtime: Runtime
+    config: Config
+    records: dict[str, TaskRecord]
+
+    @property
+    def engine(self) -> TaskEngine: ...
+
+    def revive(self, record: TaskRecord, message: str) -> bool: ...
+
+    def wake(self) -> None: ...
+
+    def change_event(self) -> asyncio.Event: ...
+
+
 class Teams:
     """The teams of one task manager's sessions: membership, mail delivery, the board."""
 
-    def __init__(self, manager: TaskManager) -> None:
+    def __init__(self, manager: TeamHost) -> None:
         self.manager = manager
         self.store = TeamStore(manager.runtime.store)
         #: each child's seat (``None``: no team), by task id, so the hot path of a child's turn
