@@ -156,6 +156,8 @@ class TaskManager(TaskScheduler):
         for item, model, task_id in zip(resolution.items, models, ids, strict=True):
             known = self.records.get(task_id)
             if known is not None:  # this call, replayed: the child it spawned before the crash
+                # in its events: the resumed parent's call took it in (``kernos tasks show``)
+                self.store.event(known.id, "rejoined", {"parent": session.session_id})
                 records.append(known)
                 continue
             self.teams.enlist(session, item, task_id)
