@@ -53,11 +53,8 @@ if typing.TYPE_CHECKING:
         ModelAlias,
         ModelPrice,
         NoModelError,
-        OutputConfig,
         PermissionsConfig,
         TasksConfig,
-        ToolConfig,
-        WorkspaceConfig,
         agent_model_problem,
         kernos_tool_home,
         load_config,
@@ -67,7 +64,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._dialect import display_url, is_postgres_url
     from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
-    from kernos.runtime._foreign import KERNOS_SOURCE, delimited, from_source, tool_source
+    from kernos.runtime._foreign import KERNOS_SOURCE, delimited, from_source
     from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._home import (
         config_file,
@@ -78,7 +75,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._lean import LeanModel, usage_responses
     from kernos.runtime._lean_wire import Reply
-    from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
+    from kernos.runtime._model_errors import ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._permissions import (
         Decision,
@@ -92,7 +89,6 @@ if typing.TYPE_CHECKING:
     from kernos.runtime._reference import config_reference, reference_record, render_reference
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
-        SecretsFilter,
         forget_secrets,
         install_log_scrubber,
         known_secrets,
@@ -180,14 +176,12 @@ __all__ = [
     "McpServerConfig",
     "Migration",
     "ModelAlias",
-    "ModelFailure",
     "ModelPrice",
     "ModelTarget",
     "NoApprover",
     "NoModelError",
     "NormalizedToolset",
     "NotRegularFile",
-    "OutputConfig",
     "PermissionEntry",
     "PermissionTable",
     "PermissionToolset",
@@ -197,7 +191,6 @@ __all__ = [
     "ReplayModel",
     "Reply",
     "Runtime",
-    "SecretsFilter",
     "Session",
     "SessionEvent",
     "StaticToolset",
@@ -205,10 +198,8 @@ __all__ = [
     "StoreError",
     "Summary",
     "TasksConfig",
-    "ToolConfig",
     "Toolset",
     "Watcher",
-    "WorkspaceConfig",
     "WorkspacePolicy",
     "WorkspaceRefused",
     "add_call_counts",
@@ -284,7 +275,6 @@ __all__ = [
     "shielded",
     "span",
     "summary_line",
-    "tool_source",
     "total",
     "unmatched_entries",
     "url_secrets",

@@ -23,11 +23,9 @@ if typing.TYPE_CHECKING:
     from kernos.tasks._record import TaskRecord
     from kernos.tasks._resolve import (
         MAX_BATCH,
-        BackgroundResolution,
         SpawnItem,
         SpawnResolution,
         TaskArgs,
-        TaskItemArgs,
         resolve_run_in_background,
         resolve_spawn_items,
     )
@@ -54,13 +52,11 @@ __all__ = [
     "PROMPT_FILES",
     "TASK_TOOL_NAMES",
     "TRANSITIONS",
-    "BackgroundResolution",
     "DBOSEngine",
     "Residency",
     "SpawnItem",
     "SpawnResolution",
     "TaskArgs",
-    "TaskItemArgs",
     "TaskManager",
     "TaskRecord",
     "TaskScheduler",
