@@ -94,6 +94,25 @@ def inbox(reader: Reader, task_id: str) -> list[str]:
     return [r["message"] for r in found]
 
 
+def queued(reader: Reader, project: Path, task_id: str) -> bool:
+    """Whether the first run of ``task_id`` is a DBOS workflow yet (its queueing committed)."""
+    if reader.url is not None:
+        query = "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = ?"
+        return bool(reader.query(query, (task_id,)))
+    try:
+        with sqlite3.connect(project / ".kernos" / "dbos.sqlite", timeout=30) as conn:
+            query = "SELECT status FROM workflow_status WHERE workflow_uuid = ?"
+            return bool(conn.execute(query, (task_id,)).fetchall())
+    except sqlite3.OperationalError:  # DBOS has not made its tables yet
+        return False
+
+
+def rejoined(reader: Reader, task_id: str) -> bool:
+    """Whether a replayed ``task`` call took ``task_id`` in (its ``rejoined`` event)."""
+    query = "SELECT 1 FROM task_events WHERE task_id = ? AND type = 'rejoined'"
+    return bool(reader.query(query, (task_id,)))
+
+
 def wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
     return wait.wait_for(check, what, timeout)
 
@@ -368,7 +387,8 @@ def kill_the_child_s_worker(
         if background:
             wait_for("the child's next request", lambda: asked(server, "EXPLORE", "Started task"))
         else:
-            time.sleep(0.5)  # the task call waits for the grandchild (it is queued)
+            # the task call waits for the grandchild once its workflow is queued
+            wait_for("the grandchild queued", lambda: queued(reader, project, count["id"]))
         first.send_signal(stop)
         first.communicate(timeout=30)
         (child,) = rows(reader, 1)
@@ -383,7 +403,8 @@ def kill_the_child_s_worker(
         else:
             taken = f"{socket.gethostname()}:{second.pid}"
             wait_for("the child resumed", lambda: rows(reader, 1)[0]["executor"] == taken)
-            time.sleep(1.0)  # its replay reaches the task call (if not, it finds the child ended)
+            # its replay reaches the task call, which takes in the grandchild (still active)
+            wait_for("the replayed task call", lambda: rejoined(reader, count["id"]))
             counted.set()
         out, errors = run.communicate(timeout=120)
     finally:

@@ -1,6 +1,6 @@
 """The ``usage`` and ``usage_calls`` tables read back (each row with its task and price), and the
 run's own rows for ``kernos run``'s total line. The sessions write both tables
-(:mod:`kernos.runtime._usage_log`)."""
+(:mod:`kernos.runtime._usage_log`); :class:`kernos.tasks.TaskStore` reads them (no SQL here)."""
 
 from __future__ import annotations
 
@@ -45,42 +45,21 @@ def usage_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
     """Stored rows (newest last), each with its task id (None for a main session) and cost."""
     from kernos.tasks import TaskStore
 
-    TaskStore(store)  # the tasks table exists even in a store that never ran a child
-    open_usage(store)
-    rows = store.query(
-        "SELECT u.*, t.id AS task_id FROM usage u LEFT JOIN tasks t ON t.child_session ="
-        " u.session_id WHERE u.created_at >= ? ORDER BY u.id",
-        (since or 0.0,),
-    )
-    return [with_cost(dict(row)) for row in rows]
+    return [with_cost(row) for row in TaskStore(store).usage_rows(since)]
 
 
 def session_totals(store: Store, session_ids: Iterable[str | None]) -> dict[str, dict[str, Any]]:
-    """Each session's usage summed (:func:`kernos.runtime._usage.total`: requests, tokens,
-    cost), for the sessions of ``session_ids`` that have usage rows."""
+    """Each session's usage summed (:func:`kernos.runtime.total`: requests, tokens, cost), for
+    the sessions of ``session_ids`` that have usage rows."""
     from kernos.runtime import total
+    from kernos.tasks import TaskStore
 
-    wanted = sorted({sid for sid in session_ids if sid})
-    if not wanted:
-        return {}
-    open_usage(store)
-    marks = ", ".join("?" for _ in wanted)
-    rows = store.query(f"SELECT * FROM usage WHERE session_id IN ({marks}) ORDER BY id", wanted)
-    found: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        found.setdefault(row["session_id"], []).append(with_cost(dict(row)))
-    return {sid: total(rows) for sid, rows in found.items()}
+    found = TaskStore(store).session_usage([sid for sid in session_ids if sid])
+    return {sid: total([with_cost(row) for row in rows]) for sid, rows in found.items()}
 
 
 def call_rows(store: Store, since: float | None) -> list[dict[str, Any]]:
     """Stored repaired / rejected tool calls (oldest first), each with its task id."""
     from kernos.tasks import TaskStore
 
-    TaskStore(store)
-    open_usage(store)
-    rows = store.query(
-        "SELECT c.*, t.id AS task_id FROM usage_calls c LEFT JOIN tasks t ON t.child_session ="
-        " c.session_id WHERE c.created_at >= ? ORDER BY c.id",
-        (since or 0.0,),
-    )
-    return [dict(row) for row in rows]
+    return TaskStore(store).call_rows(since)

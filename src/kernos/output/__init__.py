@@ -26,7 +26,6 @@ if typing.TYPE_CHECKING:
         OutputBlocked,
         OutputKernel,
         backfill_meta,
-        is_allowed,
     )
     from kernos.output._parse import (
         DEFAULT_MAX_ITEMS,
@@ -34,7 +33,7 @@ if typing.TYPE_CHECKING:
         OutputItem,
         parse_output_items,
     )
-    from kernos.output._receipt import ItemOutcome, OutputReceipt, render_receipt
+    from kernos.output._receipt import ItemOutcome, OutputReceipt
     from kernos.output._registry import (
         CHANNEL_GROUP,
         HOOK_GROUP,
@@ -47,7 +46,6 @@ if typing.TYPE_CHECKING:
     from kernos.output._tools import (
         LIST_TOOL,
         OutputToolset,
-        channel_line,
         output_tools,
         send_schema,
     )
@@ -78,13 +76,10 @@ __all__ = [
     "build_channel",
     "build_channels",
     "channel_kinds",
-    "channel_line",
-    "is_allowed",
     "load_hooks",
     "output_tools",
     "parse_output_items",
     "read_channels",
-    "render_receipt",
     "send_schema",
 ]
 

@@ -14,7 +14,6 @@ if typing.TYPE_CHECKING:
         Permissions,
         PermissionToolset,
         describe_arguments,
-        glob_covers,
         request_text,
     )
     from kernos.runtime._approval_state import (
@@ -37,7 +36,6 @@ if typing.TYPE_CHECKING:
         RecordingModel,
         ReplayModel,
         latest_message_text,
-        write_cassette,
     )
     from kernos.runtime._claude import (
         CLAUDE_CODE_MODELS,
@@ -60,11 +58,8 @@ if typing.TYPE_CHECKING:
         ModelAlias,
         ModelPrice,
         NoModelError,
-        OutputConfig,
         PermissionsConfig,
         TasksConfig,
-        ToolConfig,
-        WorkspaceConfig,
         agent_model_problem,
         kernos_tool_home,
         load_config,
@@ -74,7 +69,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._dialect import display_url, is_postgres_url
     from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
-    from kernos.runtime._foreign import KERNOS_SOURCE, delimited, from_source, tool_source
+    from kernos.runtime._foreign import KERNOS_SOURCE, delimited, from_source
     from kernos.runtime._history import history_from_turns, load_history
     from kernos.runtime._home import (
         config_file,
@@ -85,11 +80,10 @@ if typing.TYPE_CHECKING:
     )
     from kernos.runtime._lean import LeanModel, usage_responses
     from kernos.runtime._lean_wire import Reply
-    from kernos.runtime._model_errors import ModelFailure, ModelTarget, model_failure
+    from kernos.runtime._model_errors import ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._permissions import (
         Decision,
-        PermissionEntry,
         PermissionTable,
         decide,
         parse_entry,
@@ -99,7 +93,6 @@ if typing.TYPE_CHECKING:
     from kernos.runtime._reference import config_reference, reference_record, render_reference
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
-        SecretsFilter,
         forget_secrets,
         install_log_scrubber,
         known_secrets,
@@ -123,7 +116,6 @@ if typing.TYPE_CHECKING:
     from kernos.runtime._store import Migration, Store, StoreError
     from kernos.runtime._toolsets import (
         BaseToolset,
-        Cancellable,
         StaticToolset,
         Toolset,
         Watcher,
@@ -172,7 +164,6 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "BudgetMeter",
-    "Cancellable",
     "CassetteError",
     "CategoryConfig",
     "CompactOutcome",
@@ -190,7 +181,6 @@ __all__ = [
     "McpServerConfig",
     "Migration",
     "ModelAlias",
-    "ModelFailure",
     "ModelPrice",
     "ModelTarget",
     "ModelWindow",
@@ -198,8 +188,6 @@ __all__ = [
     "NoModelError",
     "NormalizedToolset",
     "NotRegularFile",
-    "OutputConfig",
-    "PermissionEntry",
     "PermissionTable",
     "PermissionToolset",
     "Permissions",
@@ -208,7 +196,6 @@ __all__ = [
     "ReplayModel",
     "Reply",
     "Runtime",
-    "SecretsFilter",
     "Session",
     "SessionEvent",
     "StaticToolset",
@@ -217,10 +204,8 @@ __all__ = [
     "StoredRequest",
     "Summary",
     "TasksConfig",
-    "ToolConfig",
     "Toolset",
     "Watcher",
-    "WorkspaceConfig",
     "WorkspacePolicy",
     "WorkspaceRefused",
     "add_call_counts",
@@ -246,7 +231,6 @@ __all__ = [
     "format_duration",
     "from_source",
     "get_session",
-    "glob_covers",
     "history_from_turns",
     "install_log_scrubber",
     "is_claude_tool",
@@ -299,12 +283,10 @@ __all__ = [
     "shielded",
     "span",
     "summary_line",
-    "tool_source",
     "total",
     "unmatched_entries",
     "url_secrets",
     "usage_responses",
-    "write_cassette",
 ]
 
 

@@ -20,17 +20,16 @@ if typing.TYPE_CHECKING:
         normalize_task_arguments,
     )
     from kernos.tasks._prompts import PROMPT_FILES, build_task_description, prompt_text
+    from kernos.tasks._record import TaskRecord
     from kernos.tasks._resolve import (
         MAX_BATCH,
-        BackgroundResolution,
         SpawnItem,
         SpawnResolution,
         TaskArgs,
-        TaskItemArgs,
         resolve_run_in_background,
         resolve_spawn_items,
     )
-    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.tasks._scheduler import TaskScheduler
     from kernos.tasks._state import ACTIVE, TRANSITIONS, Residency, TaskStatus, can_move
     from kernos.tasks._store import (
         MIGRATIONS,
@@ -54,13 +53,11 @@ __all__ = [
     "PROMPT_FILES",
     "TASK_TOOL_NAMES",
     "TRANSITIONS",
-    "BackgroundResolution",
     "DBOSEngine",
     "Residency",
     "SpawnItem",
     "SpawnResolution",
     "TaskArgs",
-    "TaskItemArgs",
     "TaskManager",
     "TaskRecord",
     "TaskScheduler",

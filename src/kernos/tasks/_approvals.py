@@ -30,7 +30,8 @@ from kernos.tasks._state import TaskStatus
 from kernos.tasks._store import executor_id
 
 if TYPE_CHECKING:
-    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.tasks._engine import EngineHost
+    from kernos.tasks._record import TaskRecord
 
 log = logging.getLogger("kernos.tasks")
 
@@ -66,7 +67,7 @@ def answer_of(request: StoredRequest) -> ApprovalAnswer:
 class TaskWaiter:
     """The :class:`kernos.runtime.Approver` of one child's session (``Session.waiter``)."""
 
-    def __init__(self, scheduler: TaskScheduler, record: TaskRecord) -> None:
+    def __init__(self, scheduler: EngineHost, record: TaskRecord) -> None:
         self.scheduler = scheduler
         self.record = record
 
@@ -156,7 +157,7 @@ def waiting_notice(record: TaskRecord, request: StoredRequest) -> str:
     )
 
 
-def expire_requests(scheduler: TaskScheduler, record: TaskRecord, status: TaskStatus) -> None:
+def expire_requests(scheduler: EngineHost, record: TaskRecord, status: TaskStatus) -> None:
     """Close ``record``'s open requests as its run ends ``status`` (nobody will wait on them)."""
     try:
         ApprovalStore(scheduler.runtime.store).expire_task(record.id, f"the task ended {status}")
@@ -164,7 +165,7 @@ def expire_requests(scheduler: TaskScheduler, record: TaskRecord, status: TaskSt
         log.warning("task %s: its approval requests were not closed: %s", record.id, exc)
 
 
-def follow_waiting(scheduler: TaskScheduler, record: TaskRecord, status: TaskStatus) -> None:
+def follow_waiting(scheduler: EngineHost, record: TaskRecord, status: TaskStatus) -> None:
     """A child another process runs (the DBOS engine's follower read its row) started waiting:
     its parent here is told which request, as :meth:`TaskScheduler.waiting` tells it when the
     child runs here."""
@@ -176,7 +177,7 @@ def follow_waiting(scheduler: TaskScheduler, record: TaskRecord, status: TaskSta
     asyncio.get_running_loop().create_task(_tell_waiting(scheduler, record))
 
 
-async def _tell_waiting(scheduler: TaskScheduler, record: TaskRecord) -> None:
+async def _tell_waiting(scheduler: EngineHost, record: TaskRecord) -> None:
     approvals = ApprovalStore(scheduler.runtime.store)
     try:
         waiting = await asyncio.to_thread(approvals.open_for_task, record.id)

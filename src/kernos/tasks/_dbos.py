@@ -40,14 +40,14 @@ from pydantic_ai.models.wrapper import WrapperModel
 
 from kernos.runtime import LeanModel, Reply, is_postgres_url, usage_responses
 from kernos.tasks._approvals import follow_waiting
-from kernos.tasks._engine import crash_mode, model_limit
+from kernos.tasks._engine import EngineHost, TaskEngine, crash_mode, model_limit
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, TaskStatus
 from kernos.tasks._steps import ToolRecord, stepped
 from kernos.tasks._store import STATUS_CHANNEL, executor_id
 
 if TYPE_CHECKING:
     from kernos.boundary import ToolSpec
-    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.tasks._record import TaskRecord
     from kernos.tasks._store import TaskStore
 
 log = logging.getLogger("kernos.tasks")
@@ -508,7 +508,7 @@ async def tool_step(name: str, call: Callable[[], Coroutine[Any, Any, ToolRecord
 
 
 # -- the engine ----------------------------------------------------------------------------------
-class DBOSEngine:
+class DBOSEngine(TaskEngine):
     """Children as DBOS workflows on per-model DBOS queues.
 
     Args:
@@ -526,13 +526,13 @@ class DBOSEngine:
 
     def __init__(
         self,
-        scheduler: TaskScheduler,
+        scheduler: EngineHost,
         *,
         listen: Sequence[str] | None = None,
         remote: RemoteRun | None = None,
         worker: bool = False,
     ) -> None:
-        self.scheduler = scheduler
+        super().__init__(scheduler)
         runtime = scheduler.runtime
         self.url = system_database_url(runtime.home, runtime.config.store_url)
         executes = worker or scheduler.config.tasks.run_executes
@@ -597,7 +597,7 @@ class DBOSEngine:
             self.scheduler.mark_running(record)
         else:
             if record.status in SETTLED:
-                self.scheduler._move(record, TaskStatus.PENDING)
+                self.scheduler.move(record, TaskStatus.PENDING)
             self._order.append(record)
         self._live.add(record)
         self.loop = asyncio.get_running_loop()
@@ -837,7 +837,7 @@ class DBOSEngine:
                     record.error = (
                         f"the task engine could not queue the child: {queued.exception()}"
                     )
-                    self.scheduler._move(record, TaskStatus.ERROR)
+                    self.scheduler.move(record, TaskStatus.ERROR)
                     return
                 # handed over here just now (its workflow waits in _admit), its run not started
                 here = admitted.result() if admitted.done() and not admitted.cancelled() else None
@@ -858,13 +858,13 @@ class DBOSEngine:
                     await asyncio.shield(self._cancel_workflow(wf_id))
                 # else another executor runs it: the cancelled row is what stops it there (its
                 # cancel poll), and it records the workflow's end itself
-                self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
+                self.scheduler.move(record, record.end_as or TaskStatus.CANCELLED)
                 if here is not None:
                     here[1].set_result(str(record.status))  # its workflow ends too
                 return
             except Exception as exc:  # the system database refused the workflow
                 record.error = f"the task engine could not queue the child: {exc}"
-                self.scheduler._move(record, TaskStatus.ERROR)
+                self.scheduler.move(record, TaskStatus.ERROR)
                 return
         finally:
             self._admissions.pop(wf_id, None)
@@ -1090,7 +1090,7 @@ class DBOSEngine:
             return False
         if status == TaskStatus.RUNNING and record.status != TaskStatus.RUNNING:
             record.status, record.started_at = status, row["started_at"]
-            self.scheduler._wake()
+            self.scheduler.wake()
         follow_waiting(self.scheduler, record, status)  # tasks/_approvals.py: the parent's notice
         return status in SETTLED or status in FINAL
 
@@ -1107,7 +1107,7 @@ class DBOSEngine:
             and TaskStatus(row["status"]) in NOTIFY
         }  # fmt: skip
         # a grandchild's notice is claimed as it goes into its parent's inbox, in one
-        # transaction (the scheduler's _notify): not here
+        # transaction (the scheduler's notify): not here
         runs = [(r.id, r.run_epoch) for r, _, _ in ended if r.id in notify and r.depth <= 1]
         try:
             claimed = await asyncio.to_thread(self.scheduler.store.claim_notices, runs)
@@ -1144,8 +1144,8 @@ class DBOSEngine:
         record.started_at = row["started_at"] or record.started_at
         record.finished_at = row["finished_at"]
         if claimed and record.end_as is None:  # once, whoever asks
-            self.scheduler._notify(record)
-        self.scheduler._wake()
+            self.scheduler.notify(record)
+        self.scheduler.wake()
 
     async def run_remote(self, task_id: str, text: str, epoch: int, items: ContextItems) -> str:
         """Run a child another process spawned (or one whose executor died), rebuilt from the
@@ -1155,9 +1155,6 @@ class DBOSEngine:
             return await self._leave_unrun(task_id)
         row = await self._take(task_id)
         if row is None:  # cancelled, lost, done, or another executor's
-            return "skipped"
-        rebuild = getattr(self.scheduler, "rebuild", None)
-        if rebuild is None:
             return "skipped"
         if row["cancel_requested"]:  # the row as taken: no second query per child
             # cancelled while it waited in the queue: its spawner may be gone, so it ends here
@@ -1170,7 +1167,9 @@ class DBOSEngine:
                                             "why": reason})  # fmt: skip
             store.flush()
             return str(TaskStatus.CANCELLED)
-        record: TaskRecord = rebuild(row, epoch)
+        record = self.scheduler.rebuild(row, epoch)
+        if record is None:  # this scheduler runs only its own children
+            return "skipped"
         record.executor = self.executor
         record.runner = asyncio.current_task()
         self.scheduler.records[record.id] = record

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from kernos.runtime import is_postgres_url
 from kernos.tasks._state import SETTLED, TaskStatus
@@ -29,33 +30,124 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from kernos.boundary import ToolSpec
-    from kernos.runtime import Config
-    from kernos.tasks._scheduler import TaskRecord, TaskScheduler
+    from kernos.runtime import Config, Runtime, StoredRequest
+    from kernos.tasks._record import TaskRecord
+    from kernos.tasks._store import TaskStore
 
 #: overrides ``[tasks] engine`` (the test suite runs once per engine with it)
 ENGINE_ENV = "KERNOS_TASK_ENGINE"
 
 
-class TaskEngine(Protocol):
-    """Admits and runs children for one :class:`TaskScheduler`."""
+class EngineHost(Protocol):
+    """What an engine holds: the scheduler as the engines see it (``TaskScheduler`` and the
+    ``TaskManager`` built on it), its records, store and public moves, notices and wake-ups.
+    Declared here, below the scheduler, so an engine never imports the scheduler's module."""
 
-    name: str
+    runtime: Runtime
+    config: Config
+    store: TaskStore
+    records: dict[str, TaskRecord]
+    #: closing without waiting began: no new child starts here
+    abandoning: bool
 
+    def mark_running(self, record: TaskRecord) -> None:
+        """The engine admitted ``record``: its run starts now."""
+
+    async def run_child(self, record: TaskRecord, text: str) -> None:
+        """One admitted run of ``record``'s session, to its end state."""
+
+    def move(
+        self,
+        record: TaskRecord,
+        target: TaskStatus,
+        why: str | None = None,
+        code: str | None = None,
+    ) -> bool:
+        """Apply one status transition (``False``: none, or one the table forbids)."""
+
+    def notify(self, record: TaskRecord) -> None:
+        """Deliver ``record``'s completion notice to its parent."""
+
+    def wake(self) -> None:
+        """Wake whoever waits for a change."""
+
+    def tell_parent(self, record: TaskRecord, text: str) -> None:
+        """Queue ``text`` for ``record``'s parent, delivered with this loop turn's notices."""
+
+    def waiting(self, record: TaskRecord, request: StoredRequest) -> None:
+        """``record``'s run waits on the approval request ``request``."""
+
+    def resumed(self, record: TaskRecord, request: StoredRequest) -> None:
+        """The request ``record`` waited on was answered (or timed out): it runs again."""
+
+    def watch_cancels(self) -> None:
+        """Poll the store for cancels from other processes while children are active."""
+
+    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord | None:
+        """A child another process spawned, rebuilt from its row (``None``: not here)."""
+
+
+class TaskEngine(ABC):
+    """Admits and runs children for one scheduler (an :class:`EngineHost`).
+
+    Every member the scheduler, the manager and the task tools use is declared here; what
+    only a durable engine does has a default that says "not durable" (no probing for optional
+    members), as pydantic-ai's ``toolsets/abstract.py`` gives each optional capability one.
+    """
+
+    #: what ``kernos tasks`` and the task's events call this engine
+    name: ClassVar[str]
+    #: a run may be replayed (resumed after a crash): the scheduler keys its events and turns,
+    #: and sends, notices and interrupts go through the store
+    replays: ClassVar[bool] = False
+
+    def __init__(self, scheduler: EngineHost) -> None:
+        self.scheduler = scheduler
+
+    @abstractmethod
     def start(self, record: TaskRecord, text: str) -> None:
         """Start (or queue) ``record``'s next run with ``text`` as its message; sets
         ``record.runner``. A child admitted at once is ``running`` on return."""
 
-    def child_model(self, model: Model) -> Model:
-        """The model a child session runs on (the DBOS engine makes its requests steps)."""
-
-    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
-        """The tools a child session gets (the DBOS engine makes each call a step)."""
-
+    @abstractmethod
     def queue_position(self, record: TaskRecord) -> int | None:
         """1-based place of a pending child in its model's queue (``None``: not queued)."""
 
+    def child_model(self, model: Model) -> Model:
+        """The model a child session runs on (the DBOS engine makes its requests steps)."""
+        return model
+
+    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
+        """The tools a child session gets (the DBOS engine makes each call a step)."""
+        return list(tools)
+
+    async def queued(self, records: Sequence[TaskRecord]) -> None:
+        """Return once the engine holds ``records`` durably (at once: nothing to wait for)."""
+        return None
+
+    def adopt(self, record: TaskRecord) -> None:
+        """Follow an active child a rebuilt child's earlier attempt spawned until its run ends
+        (nothing here: only a durable engine rebuilds children)."""
+        return None
+
+    def spawn_ids(self, count: int, salt: int = 0) -> list[str] | None:
+        """The ids a ``task`` call gives its ``count`` children, the same on every replay of
+        the call (``None``: fresh random ids)."""
+        return None
+
+    def send_key(self) -> str | None:
+        """The key a ``task_send`` made now is stored under, the same on every replay of its
+        step (``None``: every send is stored)."""
+        return None
+
+    @property
+    def leaving(self) -> bool:
+        """This process runs no new child and leaves the active ones to other executors."""
+        return False
+
     async def aclose(self) -> None:
         """Release what the engine holds (every run has ended already)."""
+        return None
 
 
 def model_limit(config: Config, model_name: str) -> int:
@@ -91,16 +183,6 @@ def crash_mode(config: Config, store_url: str | None = None) -> str:
     if mode == "auto":
         return "resume" if _postgres(store_url) else "lost"
     return mode
-
-
-def make_engine(scheduler: TaskScheduler) -> TaskEngine:
-    name = engine_name(scheduler.config, scheduler.config.store_url)
-    if name == "dbos":
-        from kernos.tasks._dbos import DBOSEngine
-
-        engine: TaskEngine = DBOSEngine(scheduler)
-        return engine
-    return LocalEngine(scheduler)
 
 
 class _Slots:
@@ -148,13 +230,13 @@ class _Slots:
         self.active -= 1
 
 
-class LocalEngine:
+class LocalEngine(TaskEngine):
     """Children as asyncio tasks of this process, under per-model slots (the default)."""
 
     name = "local"
 
-    def __init__(self, scheduler: TaskScheduler) -> None:
-        self.scheduler = scheduler
+    def __init__(self, scheduler: EngineHost) -> None:
+        super().__init__(scheduler)
         self._slots: dict[str, _Slots] = {}
 
     def _slots_for(self, model_name: str) -> _Slots:
@@ -162,12 +244,6 @@ class LocalEngine:
         if slots is None:
             slots = self._slots[model_name] = _Slots(model_limit(self.scheduler.config, model_name))
         return slots
-
-    def child_model(self, model: Model) -> Model:
-        return model
-
-    def child_tools(self, tools: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
-        return list(tools)
 
     def queue_position(self, record: TaskRecord) -> int | None:
         return self._slots_for(record.model_name).position(record)
@@ -180,7 +256,7 @@ class LocalEngine:
             record.executor = executor_id()
             self.scheduler.mark_running(record)
         elif record.status in SETTLED:
-            self.scheduler._move(record, TaskStatus.PENDING)
+            self.scheduler.move(record, TaskStatus.PENDING)
         record.runner = asyncio.get_running_loop().create_task(
             self._run(record, text, queued), name=f"kernos-task-{record.id}"
         )
@@ -193,12 +269,9 @@ class LocalEngine:
             try:
                 await slots.wait(record, queued)
             except asyncio.CancelledError:
-                self.scheduler._move(record, record.end_as or TaskStatus.CANCELLED)
+                self.scheduler.move(record, record.end_as or TaskStatus.CANCELLED)
                 return
         try:
             await self.scheduler.run_child(record, text)
         finally:
             slots.release()
-
-    async def aclose(self) -> None:
-        return None

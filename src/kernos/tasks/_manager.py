@@ -157,6 +157,8 @@ class TaskManager(TaskScheduler):
         for item, model, task_id in zip(resolution.items, models, ids, strict=True):
             known = self.records.get(task_id)
             if known is not None:  # this call, replayed: the child it spawned before the crash
+                # in its events: the resumed parent's call took it in (``kernos tasks show``)
+                self.store.event(known.id, "rejoined", {"parent": session.session_id})
                 records.append(known)
                 continue
             self.teams.enlist(session, item, task_id)
@@ -199,9 +201,8 @@ class TaskManager(TaskScheduler):
         every replay of the call (see the DBOS engine's ``spawn_ids``), or ``None`` (fresh
         random ids). A candidate that is another session's task is passed over, the same way
         on every replay. Children of this call already in the store are taken in."""
-        draw = getattr(self.engine, "spawn_ids", None)
         for salt in range(8):
-            ids: list[str] | None = draw(count, salt) if draw is not None else None
+            ids = self.engine.spawn_ids(count, salt)
             if ids is None:
                 return None
             rows = self.store.rows(ids)
@@ -483,7 +484,7 @@ class TaskManager(TaskScheduler):
     @property
     def _durable(self) -> bool:
         """Runs may be replayed (the DBOS engine): their children outlive any one process."""
-        return bool(getattr(self.engine, "replays", False))
+        return self.engine.replays
 
     def _adopt(self, session: Session, *, durable: bool = False) -> None:
         """Take in the settled children an earlier run of ``session`` left in the store (a
@@ -527,12 +528,11 @@ class TaskManager(TaskScheduler):
             self.records[record.id] = record
             if not durable:
                 continue
-            adopt = getattr(self.engine, "adopt", None)
-            if status in ACTIVE and adopt is not None:
-                adopt(record)
+            if status in ACTIVE:
+                self.engine.adopt(record)
             elif record.background and status in NOTIFY and record.depth > 1:  # noqa: SIM102
                 if int(row.get("notified_epoch") or 0) < record.run_epoch:  # not delivered yet
-                    self._notify(record)
+                    self.notify(record)
 
     def _rebuild(self, record: TaskRecord) -> bool:
         """Bring an evicted child back in memory from the store: its session rebuilt from its

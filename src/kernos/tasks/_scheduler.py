@@ -2,7 +2,7 @@
 (docs/architecture.md, "The task lifecycle").
 
 It runs children whose sessions are already built (:mod:`kernos.tasks._manager` builds them and
-their tools). Every status change goes through :meth:`TaskScheduler._move`, which checks the
+their tools). Every status change goes through :meth:`TaskScheduler.move`, which checks the
 transition table, writes an event and wakes whoever waits for a change.
 """
 
@@ -13,7 +13,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from kernos.boundary import repairs_data
@@ -31,9 +30,12 @@ from kernos.runtime import (
     span,
 )
 from kernos.tasks._approvals import waiting_notice
-from kernos.tasks._engine import TaskEngine, crash_mode, make_engine
+from kernos.tasks._engine import LocalEngine, TaskEngine, crash_mode, engine_name
 from kernos.tasks._prompts import prompt_text
-from kernos.tasks._resolve import SpawnItem
+
+# TaskRecord lives below the engines (tasks/_record.py); named here too, where it was
+from kernos.tasks._record import TaskRecord as TaskRecord
+from kernos.tasks._record import compaction_note
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
 from kernos.tasks._store import TaskStore, executor_id, progress_payload
 
@@ -45,68 +47,14 @@ NOTICE_RESULT_CHARS = 700
 _CANCEL_POLL_SECONDS = 0.5
 
 
-@dataclass(eq=False)
-class TaskRecord:
-    """One child task as the manager holds it."""
+def make_engine(scheduler: TaskScheduler) -> TaskEngine:
+    """The engine a scheduler's config chooses (:func:`kernos.tasks._engine.engine_name`)."""
+    name = engine_name(scheduler.config, scheduler.config.store_url)
+    if name == "dbos":
+        from kernos.tasks._dbos import DBOSEngine  # DBOS is imported only when it runs
 
-    id: str
-    parent: Session
-    item: SpawnItem
-    model_name: str
-    depth: int
-    background: bool
-    session: Session | None = None
-    status: TaskStatus = TaskStatus.PENDING
-    residency: Residency = Residency.RESIDENT
-    run_epoch: int = 1
-    final_text: str = ""
-    error: str | None = None
-    missing_skills: list[str] = field(default_factory=list)
-    created_at: float = field(default_factory=time.time)
-    started_at: float | None = None
-    finished_at: float | None = None
-    runner: asyncio.Task[None] | None = None
-    interrupt: bool = False
-    end_as: TaskStatus | None = None  # set when the manager stops the child (cancelled / lost)
-    #: the run stops in this process without ending: another executor resumes it (a worker
-    #: stopped by SIGTERM/SIGINT with ``on_crash = "resume"``)
-    leave: bool = False
-    executor: str | None = None  # who runs it (``host:pid``) when not this process
-    #: the current run's wall-clock budget: paused while it waits for a person (_approvals.py)
-    deadline: asyncio.Timeout | None = None
-    grants: list[str] = field(default_factory=list)
-    #: a durable run (the DBOS engine): its transcript events carry keys ``EPOCH:N``, the same
-    #: on every replay of the run, so a resumed run does not write its replayed part again;
-    #: ``None``: unkeyed (the local engine)
-    run_key: str | None = None
-    events_keyed: int = 0  # how many events this run wrote under ``run_key``
-    #: the key of each tool call of this run, by call id: its result's key is that key + "r"
-    #: (parallel calls' results may come back in another order on a replay)
-    calls_keyed: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str | None:
-        return self.item.name
-
-    @property
-    def label(self) -> str:
-        return self.item.label
-
-    @property
-    def duration(self) -> float:
-        if self.started_at is None:
-            return 0.0
-        return (self.finished_at or time.time()) - self.started_at
-
-
-def compaction_note(record: TaskRecord) -> str:
-    """``compacted N×; M declared losses`` for a child whose session compacted (runtime/
-    _compacting.py) in this process; ``""`` when it did not."""
-    step = record.session.compacting if record.session is not None else None
-    if step is None or not step.done:
-        return ""
-    losses = sum(c.losses for c in step.done)
-    return prompt_text("compacted.md").format(count=len(step.done), losses=losses)
+        return DBOSEngine(scheduler)
+    return LocalEngine(scheduler)
 
 
 class TaskScheduler:
@@ -116,7 +64,7 @@ class TaskScheduler:
         runtime: models, config and the store.
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
         engine: makes the engine that runs the children (default: as configured, see
-            :func:`kernos.tasks._engine.make_engine`).
+            :func:`make_engine`).
     """
 
     def __init__(
@@ -173,7 +121,7 @@ class TaskScheduler:
         """The engine admitted ``record``: its run starts now."""
         if record.status != TaskStatus.RUNNING:
             record.started_at, record.finished_at = time.time(), None
-            self._move(record, TaskStatus.RUNNING)
+            self.move(record, TaskStatus.RUNNING)
 
     async def run_child(self, record: TaskRecord, text: str) -> None:
         """One admitted run of ``record``'s session, to its end state (the engines call this),
@@ -197,8 +145,7 @@ class TaskScheduler:
         session.set_budget(budget)
         self._before_run(record, session)
         # a run the engine may replay (DBOS resumes it after a crash) keys its events and turns
-        replays = getattr(self.engine, "replays", False)
-        record.run_key = str(record.run_epoch) if replays else None
+        record.run_key = str(record.run_epoch) if self.engine.replays else None
         record.events_keyed, record.calls_keyed = 0, {}
         session.key_turns(record.run_key)
         # the wall clock starts when the engine admitted the child, not while it was queued
@@ -218,7 +165,7 @@ class TaskScheduler:
             if record.leave:
                 raise  # no transition: the run resumes elsewhere from its last step
             record.finished_at = time.time()
-            self._move(record, record.end_as or TaskStatus.CANCELLED)
+            self.move(record, record.end_as or TaskStatus.CANCELLED)
         except Exception as exc:
             record.finished_at = time.time()
             if isinstance(exc, TimeoutError) and deadline.expired() and budget.timeout:
@@ -228,26 +175,24 @@ class TaskScheduler:
                 record.error = prompt_text("limit_reached.md").format(
                     code=exc.code, limit=exc.limit, value=exc.value, used=exc.used
                 )
-                self._move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
+                self.move(record, TaskStatus.ERROR, why=str(exc), code=exc.code)
             elif isinstance(exc, ContextExhausted):  # its status event carries the code
                 record.error = scrub_text(self._failure_text(record, session, exc))
-                self._move(record, TaskStatus.ERROR, why=record.error, code=exc.code)
+                self.move(record, TaskStatus.ERROR, why=record.error, code=exc.code)
             else:
                 record.error = scrub_text(self._failure_text(record, session, exc))
-                self._move(record, TaskStatus.ERROR)
+                self.move(record, TaskStatus.ERROR)
         else:
             record.finished_at = time.time()
             record.final_text = final
-            self._move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
+            self.move(record, TaskStatus.INTERRUPTED if record.interrupt else TaskStatus.COMPLETED)
         finally:
             record.interrupt = False
 
     async def queued(self, records: Sequence[TaskRecord]) -> None:
         """Return once the engine holds ``records`` durably, where it can tell (a ``task`` call
         of a durable run waits for its children's queueing before its step is recorded)."""
-        wait = getattr(self.engine, "queued", None)
-        if wait is not None:
-            await wait(records)
+        await self.engine.queued(records)
 
     async def send(self, record: TaskRecord, message: str) -> int | None:
         """Give an active child ``message`` for after its current turn; its place among the
@@ -256,14 +201,13 @@ class TaskScheduler:
         inbox (committed before this returns), wherever it executes; otherwise from its
         session's queue. A send made in a step of a durable run is stored once, however often
         the step is replayed (the engine's ``send_key``)."""
-        if not getattr(self.engine, "replays", False):
+        if not self.engine.replays:
             assert record.session is not None
             record.session.inject(message)
             return record.session.pending_messages
         # a send of a durable run carries its step's key, so a replay of the step after a crash
         # (the message committed, the step not recorded) does not deliver it again
-        draw = getattr(self.engine, "send_key", None)
-        key = draw() if draw is not None else None
+        key = self.engine.send_key()
         return await asyncio.to_thread(self.store.send, record.id, message, key)
 
     async def _take_messages(
@@ -274,7 +218,7 @@ class TaskScheduler:
         the store under the key ``EPOCH:mN``: a replay of the run takes the same ones again
         (see :meth:`TaskStore.take_messages`); the same query says whether it was asked to stop.
         Messages queued on the session itself (the notices of a child's own children, on the
-        local engine; a durable run's come through its inbox, see :meth:`_notify`) follow."""
+        local engine; a durable run's come through its inbox, see :meth:`notify`) follow."""
         batch: list[str] = []
         if record.run_key is not None:
             take = self.store.take_messages
@@ -299,7 +243,12 @@ class TaskScheduler:
         see :mod:`kernos.tasks._teams`); ``None``: none."""
         return None
 
-    def _move(
+    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord | None:
+        """A child another process spawned, rebuilt here from its store ``row`` to run its run
+        ``epoch`` (the DBOS engine runs it); ``None``: this scheduler cannot (the manager can)."""
+        return None
+
+    def move(
         self,
         record: TaskRecord,
         target: TaskStatus,
@@ -338,8 +287,8 @@ class TaskScheduler:
             payload["code"] = code
         self.store.event(record.id, "status", payload)
         if record.background and target in NOTIFY and record.end_as is None:
-            self._notify(record)
-        self._wake()
+            self.notify(record)
+        self.wake()
         return True
 
     def _on_child_event(self, record: TaskRecord, event: SessionEvent) -> None:
@@ -429,9 +378,11 @@ class TaskScheduler:
         note = compaction_note(record)
         return f"{text}\n{note}" if note else text
 
-    def _notify(self, record: TaskRecord) -> None:
+    def notify(self, record: TaskRecord) -> None:
+        """Deliver ``record``'s completion notice to its parent: a durable parent's inbox in
+        the store, else the parent session's queue with the other notices of this loop turn."""
         parent = record.parent
-        if record.depth > 1 and getattr(self.engine, "replays", False):
+        if record.depth > 1 and self.engine.replays:
             # the parent is a child whose run may be replayed, in any process: the notice goes
             # to its inbox, claimed in the same transaction (once, whoever delivers it), and
             # its run takes it after its prompt as it takes follow-ups (a replay, the same)
@@ -444,7 +395,7 @@ class TaskScheduler:
                 log.warning("task %s: its notice is not in the store: %s", record.id, exc)
             else:
                 if delivered:
-                    self._wake()
+                    self.wake()
                 return
         _, notes = self._outbox.setdefault(parent.session_id, (parent, []))
         notes.append(self.notice(record))
@@ -464,7 +415,7 @@ class TaskScheduler:
     def waiting(self, record: TaskRecord, request: StoredRequest) -> None:
         """``record``'s run waits on the approval request ``request``: its status is
         ``waiting`` and its parent is told which request, and how a person answers it."""
-        self._move(record, TaskStatus.WAITING)
+        self.move(record, TaskStatus.WAITING)
         self.store.event(record.id, "approval_asked", {"request": request.id, "tool": request.tool})
         self.tell_parent(record, waiting_notice(record, request))
 
@@ -476,7 +427,7 @@ class TaskScheduler:
             {"request": request.id, "state": str(request.state), "by": request.answered_by},
         )
         if record.status == TaskStatus.WAITING:
-            self._move(record, TaskStatus.RUNNING)
+            self.move(record, TaskStatus.RUNNING)
 
     def _flush_notices(self) -> None:
         """Everything ready in this loop turn goes to each parent as one message."""
@@ -484,15 +435,12 @@ class TaskScheduler:
         outbox, self._outbox = self._outbox, {}
         for parent, notes in outbox.values():
             parent.inject("\n\n".join(notes))
-        self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        self.wake()
 
     def wake(self) -> None:
         """Wake whoever waits for a change (:meth:`change_event`)."""
-        self._wake()
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     def change_event(self) -> asyncio.Event:
         """Set at the next change (a status, a notice, team mail); take it before checking."""
@@ -566,7 +514,7 @@ class TaskScheduler:
             return False
         record.end_as = TaskStatus.CANCELLED
         record.finished_at = time.time()
-        self._move(record, TaskStatus.CANCELLED, why=reason or "cancelled by its parent")
+        self.move(record, TaskStatus.CANCELLED, why=reason or "cancelled by its parent")
         if record.runner is not None:
             record.runner.cancel()
         return True
@@ -577,7 +525,7 @@ class TaskScheduler:
 
     def interrupt(self, record: TaskRecord) -> bool:
         """Stop a running child after its current step; its status becomes ``interrupted``."""
-        durable = getattr(self.engine, "replays", False)
+        durable = self.engine.replays
         if record.status != TaskStatus.RUNNING or (record.session is None and not durable):
             return False
         if durable:
@@ -650,7 +598,7 @@ class TaskScheduler:
                     record.finished_at = row["finished_at"]
                     if record.runner is not None:
                         record.runner.cancel()
-                    self._wake()
+                    self.wake()
                     continue
                 self.cancel(record, "cancelled from the command line")
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kernos.runtime import ApprovalStore, Store, redact
+from kernos.runtime import ApprovalStore, Store, open_usage, redact
 from kernos.tasks._state import ACTIVE, Residency, TaskStatus
 
 log = logging.getLogger("kernos.tasks")
@@ -841,6 +841,43 @@ class TaskStore:
         # a request it waited on will not be waited on any more (kernos.tasks._approvals)
         ApprovalStore(self.store).expire_task(task_id, "the task was lost: " + reason)
         return True
+
+    # -- usage, read with the task each row is of (``kernos usage``, ``kernos tasks``) --------
+    def usage_rows(self, since: float | None) -> list[dict[str, Any]]:
+        """The ``usage`` rows stored since ``since`` (oldest first), each with ``task_id``: the
+        task whose child session made it (``None``: a main session's)."""
+        open_usage(self.store)
+        rows = self.store.query(
+            "SELECT u.*, t.id AS task_id FROM usage u LEFT JOIN tasks t ON t.child_session ="
+            " u.session_id WHERE u.created_at >= ? ORDER BY u.id",
+            (since or 0.0,),
+        )
+        return [dict(row) for row in rows]
+
+    def call_rows(self, since: float | None) -> list[dict[str, Any]]:
+        """The repaired / rejected tool calls stored since ``since`` (oldest first), each with
+        ``task_id`` as in :meth:`usage_rows`."""
+        open_usage(self.store)
+        rows = self.store.query(
+            "SELECT c.*, t.id AS task_id FROM usage_calls c LEFT JOIN tasks t ON t.child_session ="
+            " c.session_id WHERE c.created_at >= ? ORDER BY c.id",
+            (since or 0.0,),
+        )
+        return [dict(row) for row in rows]
+
+    def session_usage(self, session_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """The ``usage`` rows of each of ``session_ids`` that has some (oldest first), by
+        session id: one query per 500 sessions."""
+        open_usage(self.store)
+        wanted = sorted(set(session_ids))
+        found: dict[str, list[dict[str, Any]]] = {}
+        for start in range(0, len(wanted), _ROWS_AT_ONCE):
+            chunk = wanted[start : start + _ROWS_AT_ONCE]
+            marks = ", ".join("?" for _ in chunk)
+            query = f"SELECT * FROM usage WHERE session_id IN ({marks}) ORDER BY id"
+            for row in self.store.query(query, chunk):
+                found.setdefault(row["session_id"], []).append(dict(row))
+        return found
 
 
 def executor_id() -> str:

@@ -15,7 +15,7 @@ import contextlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,8 +36,9 @@ from kernos.tasks._team_rules import (
 from kernos.tasks._team_store import LEAD, TeamStore
 
 if TYPE_CHECKING:
-    from kernos.tasks._manager import TaskManager
-    from kernos.tasks._scheduler import TaskRecord
+    from kernos.runtime import Config, Runtime
+    from kernos.tasks._engine import TaskEngine
+    from kernos.tasks._record import TaskRecord
 
 #: the tools a member gets, and the lead's (in the order they are added)
 MEMBER_TOOLS = ("team_send", "board_add", "board_list", "board_update")
@@ -134,10 +135,28 @@ class TeamMeter(BudgetMeter):
         super().before_request()
 
 
+class TeamHost(Protocol):
+    """What teams use of the manager that holds them (``TaskManager``), declared here so
+    this module does not import the manager that imports it."""
+
+    runtime: Runtime
+    config: Config
+    records: dict[str, TaskRecord]
+
+    @property
+    def engine(self) -> TaskEngine: ...
+
+    def revive(self, record: TaskRecord, message: str) -> bool: ...
+
+    def wake(self) -> None: ...
+
+    def change_event(self) -> asyncio.Event: ...
+
+
 class Teams:
     """The teams of one task manager's sessions: membership, mail delivery, the board."""
 
-    def __init__(self, manager: TaskManager) -> None:
+    def __init__(self, manager: TeamHost) -> None:
         self.manager = manager
         self.store = TeamStore(manager.runtime.store)
         #: each child's seat (``None``: no team), by task id, so the hot path of a child's turn
@@ -225,7 +244,7 @@ class Teams:
         counted when first made)."""
         limit = self.manager.config.tasks.team_max_turns
         key = (seat.lead, seat.team)
-        if getattr(self.manager.engine, "replays", False):
+        if self.manager.engine.replays:
             counted = self.store.count_request(seat.lead, seat.team, limit, turn)
             if counted is None:
                 used = self.store.requests(seat.lead, seat.team)
@@ -258,9 +277,7 @@ class Teams:
         return self.render(seat.team, mail) if mail else None
 
     def _send_key(self) -> str | None:
-        draw = getattr(self.manager.engine, "send_key", None)
-        key: str | None = draw() if draw is not None else None
-        return key
+        return self.manager.engine.send_key()
 
     async def send(self, seat: Seat, to: str, message: str) -> str:
         check_message(message)
@@ -302,7 +319,7 @@ class Teams:
     def deliver_lead(self, lead: Session) -> bool:
         """Between the lead's turns: its unread mail, claimed now, becomes its next turn;
         ``True`` when there was some."""
-        durable = bool(getattr(self.manager.engine, "replays", False))
+        durable = self.manager.engine.replays
         if lead.session_id not in self.lead_mail and not (
             durable and lead.session_id in self.leads
         ):
@@ -395,7 +412,7 @@ class Teams:
         deadline = loop.time() + timeout
         if until == "mail":
             self.mail_waiters.add(lead.session_id)
-        durable = bool(getattr(self.manager.engine, "replays", False))
+        durable = self.manager.engine.replays
         try:
             while True:
                 changed = self.manager.change_event()

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, identifier, non_blank_text
 from kernos.tasks._normalize import normalize_task_arguments
 from kernos.tasks._prompts import prompt_text
+from kernos.tasks._record import compaction_note
 from kernos.tasks._resolve import SpawnResolution, TaskArgs, clip_shown, task_json_schema
-from kernos.tasks._scheduler import compaction_note
 from kernos.tasks._state import ACTIVE, SETTLED, Residency, TaskStatus
 
 if TYPE_CHECKING:
-    from kernos.runtime import Session
-    from kernos.tasks._manager import TaskManager
-    from kernos.tasks._scheduler import TaskRecord
+    from kernos.runtime import Config, Session
+    from kernos.tasks._engine import TaskEngine
+    from kernos.tasks._record import TaskRecord
+    from kernos.tasks._store import TaskStore
 
 #: ``ToolContext.extras`` key: how many seconds a foreground ``task`` may wait for its children
 #: before it answers that they are still running (``kernos mcp --foreground-wait``); absent: no
@@ -31,6 +33,49 @@ FULL_OUTPUT_CAP = 20_000
 _ENDED_SECONDS = 5.0
 
 _JSON_SCHEMA = task_json_schema()
+
+
+class TaskHost(Protocol):
+    """What the task tools use of the manager that binds them (``TaskManager``), declared
+    here so the tools do not import the manager that imports them."""
+
+    config: Config
+    store: TaskStore
+    #: the ``task`` tool's description (its agents and categories)
+    description: str
+    #: a background child's result reaches its parent (``False``: ``kernos run --no-wait``)
+    delivers_results: bool
+
+    @property
+    def engine(self) -> TaskEngine: ...
+
+    def resolve(self, params: Any, session: Session) -> SpawnResolution: ...
+
+    def check_spawn(self, session: Session, resolution: SpawnResolution) -> list[str]: ...
+
+    def spawn(
+        self, session: Session, resolution: SpawnResolution, *, background: bool | None = None
+    ) -> list[TaskRecord]: ...
+
+    def children(self, session: Session) -> list[TaskRecord]: ...
+
+    def find(self, session: Session, key: str) -> TaskRecord | None: ...
+
+    def detach(self, records: Iterable[TaskRecord]) -> list[TaskRecord]: ...
+
+    async def wait(self, records: Iterable[TaskRecord], timeout: float | None = None) -> bool: ...
+
+    async def queued(self, records: Sequence[TaskRecord]) -> None: ...
+
+    def queue_position(self, record: TaskRecord) -> int | None: ...
+
+    def cancel(self, record: TaskRecord, reason: str | None = None) -> bool: ...
+
+    def interrupt(self, record: TaskRecord) -> bool: ...
+
+    def revive(self, record: TaskRecord, message: str) -> bool: ...
+
+    async def send(self, record: TaskRecord, message: str) -> int | None: ...
 
 
 # -- result texts --------------------------------------------------------------------------------
@@ -54,12 +99,12 @@ def _outcome(record: TaskRecord) -> str:
     return f"{said}\n\n[{note}]" if note else said
 
 
-def _state(manager: TaskManager, record: TaskRecord) -> str:
+def _state(manager: TaskHost, record: TaskRecord) -> str:
     position = manager.queue_position(record) if record.status == TaskStatus.PENDING else None
     return f"{record.status}, queued at position {position}" if position else str(record.status)
 
 
-def started_text(manager: TaskManager, records: list[TaskRecord]) -> str:
+def started_text(manager: TaskHost, records: list[TaskRecord]) -> str:
     """What ``task`` answers right away for a background spawn."""
     if len(records) == 1:
         record = records[0]
@@ -163,7 +208,7 @@ def _prepare_companion(raw: Any) -> dict[str, Any]:
     return out
 
 
-def _unknown(manager: TaskManager, session: Session, key: str) -> ToolError:
+def _unknown(manager: TaskHost, session: Session, key: str) -> ToolError:
     known = ", ".join(
         f"{r.id}" + (f" ({r.name})" if r.name else "") + f" {r.status}"
         for r in manager.children(session)
@@ -174,7 +219,7 @@ def _unknown(manager: TaskManager, session: Session, key: str) -> ToolError:
     )
 
 
-def _lookup(manager: TaskManager, session: Session, args: OutputArgs | CancelArgs) -> TaskRecord:
+def _lookup(manager: TaskHost, session: Session, args: OutputArgs | CancelArgs) -> TaskRecord:
     key = args.task_id or args.name
     if key is None:
         raise ToolError("no_task_id", "Give task_id or name of one of your tasks.")
@@ -187,7 +232,7 @@ def _lookup(manager: TaskManager, session: Session, args: OutputArgs | CancelArg
 # -- the tools -----------------------------------------------------------------------------------
 
 
-def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
+def task_tools(manager: TaskHost, session: Session) -> list[ToolSpec[Any]]:
     """The four task tools bound to ``session``."""
 
     def check_task(params: TaskArgs, ctx: ToolContext) -> ToolError | None:
@@ -221,7 +266,7 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
         except asyncio.CancelledError:
             # a run that stops to be resumed elsewhere (a worker leaving, a --no-wait exit)
             # leaves its children to the executors: its replayed call finds them there
-            if not getattr(manager.engine, "leaving", False):
+            if not manager.engine.leaving:
                 for record in records:
                     manager.cancel(record, "the parent's turn was cancelled")
             raise
@@ -247,7 +292,7 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
             raise ToolError("no_message", 'Give the message to send, or deliver_as="interrupt".')
         # a durable child's message goes to the store: one followed here (a grandchild taken
         # in by its resumed parent) has no session in this process
-        if record.status in ACTIVE and (record.session is not None or manager._durable):
+        if record.status in ACTIVE and (record.session is not None or manager.engine.replays):
             pending = record.status == TaskStatus.PENDING  # as it was when the message came
             position = await manager.send(record, params.message)
             if position is not None:
@@ -314,7 +359,7 @@ def task_tools(manager: TaskManager, session: Session) -> list[ToolSpec[Any]]:
     ]
 
 
-def output_text(manager: TaskManager, task_id: str, mode: str, tail_lines: int = 60) -> str:
+def output_text(manager: TaskHost, task_id: str, mode: str, tail_lines: int = 60) -> str:
     """``task_output``'s answer, read from the store (read-only; never revives)."""
     row = manager.store.get(task_id)
     if row is None:

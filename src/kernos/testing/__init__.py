@@ -7,8 +7,13 @@ only in kernos' tests, so users test their own agents — in-process or as a ``k
 subprocess — the way kernos tests itself.
 """
 
-from kernos.testing._replies import Reply, error, text, tool_call, tool_calls
-from kernos.testing._server import FakeOpenAIServer
+import typing
+
+from kernos import _lazy
+
+if typing.TYPE_CHECKING:
+    from kernos.testing._replies import Reply, error, text, tool_call, tool_calls
+    from kernos.testing._server import FakeOpenAIServer
 
 __all__ = [
     "FakeOpenAIServer",
@@ -18,3 +23,7 @@ __all__ = [
     "tool_call",
     "tool_calls",
 ]
+
+
+if not typing.TYPE_CHECKING:
+    __getattr__, __dir__ = _lazy.exports(__name__)

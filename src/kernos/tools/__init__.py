@@ -16,26 +16,19 @@ if typing.TYPE_CHECKING:
     from kernos.tools._builtin import (
         BUILTIN_NAMES,
         BUILTIN_PREPARE,
-        ListFilesArgs,
-        ReadFileArgs,
-        SearchFilesArgs,
         builtin_tools,
     )
     from kernos.tools._catalog import (
         TOOLS_GROUP,
         CatalogToolset,
-        ToolCatalog,
-        ToolEntry,
         ToolPluginContext,
         agent_tools,
         check_catalog,
-        default_workspace,
         load_catalog,
-        load_function,
         workspace_tools,
     )
     from kernos.tools._functions import doc_descriptions, function_tool
-    from kernos.tools._human import Human, human_answers, on_a_terminal
+    from kernos.tools._human import human_answers, on_a_terminal
     from kernos.tools._mcp import (
         McpAgentToolset,
         McpServerError,
@@ -57,10 +50,7 @@ if typing.TYPE_CHECKING:
     )
     from kernos.tools._write import (
         WRITE_NAMES,
-        EditFileArgs,
-        WriteFileArgs,
         edited,
-        unified_diff,
         write_tools,
     )
 
@@ -72,9 +62,6 @@ __all__ = [
     "TOOLS_GROUP",
     "WRITE_NAMES",
     "CatalogToolset",
-    "EditFileArgs",
-    "Human",
-    "ListFilesArgs",
     "LocalWorkspace",
     "McpAgentToolset",
     "McpServerError",
@@ -82,25 +69,18 @@ __all__ = [
     "McpServers",
     "McpToolset",
     "PathRefused",
-    "ReadFileArgs",
-    "SearchFilesArgs",
-    "ToolCatalog",
-    "ToolEntry",
     "ToolPluginContext",
     "WorkspacePaths",
-    "WriteFileArgs",
     "agent_tools",
     "builtin_tools",
     "check_catalog",
     "claude_code_hint",
-    "default_workspace",
     "doc_descriptions",
     "edited",
     "function_tool",
     "human_answers",
     "is_glob",
     "load_catalog",
-    "load_function",
     "matches",
     "mcp_later",
     "mcp_login",
@@ -110,7 +90,6 @@ __all__ = [
     "on_a_terminal",
     "select_mcp_tools",
     "select_tools",
-    "unified_diff",
     "unmatched",
     "workspace_tools",
     "write_tools",
