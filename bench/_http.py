@@ -57,7 +57,7 @@ def served(script: str, latency: float = 0.0) -> Iterator[str]:
 
 
 def http_model(base_url: str) -> Any:
-    """An ``openai-chat`` model on ``base_url`` (the engine is ``KERNOS_ENGINE``'s choice)."""
+    """An ``openai-chat`` model on ``base_url`` (driven over the pooled wire)."""
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 

@@ -9,19 +9,18 @@ token counts, the writes): once ``n`` turns' CPU exceeds one turn's latency, the
 
     .venv/bin/python bench/compress.py                # 200 files, 50 ms, -n 1 4 16 64
     .venv/bin/python bench/compress.py --agents 16    # one setting
-    .venv/bin/python bench/compress.py --engine lean pydantic-ai --agents 16 64
+    .venv/bin/python bench/compress.py --model function http --agents 16 64
 
-``--engine function`` (the default) is the in-process ``FunctionModel`` above, which always runs on
-pydantic-ai. ``lean`` and ``pydantic-ai`` put the same script behind a ``FakeOpenAIServer`` in a
-separate process (its ``delay`` the latency) and run an ``openai-chat`` model over HTTP on that
-engine (``KERNOS_ENGINE``), so the measured CPU is kernos's alone.
+``--model function`` (the default) is the in-process ``FunctionModel`` above, asked through
+pydantic-ai's model interface (``runtime/_model_adapter.py``). ``http`` puts the same script
+behind a ``FakeOpenAIServer`` in a separate process (its ``delay`` the latency) and runs an
+``openai-chat`` model over the pooled wire, so the measured CPU is kernos's alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -99,9 +98,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per model turn")
     parser.add_argument("--agents", type=int, nargs="+", default=[1, 4, 16, 64])
-    parser.add_argument(
-        "--engine", nargs="+", default=["function"], choices=["function", "lean", "pydantic-ai"]
-    )
+    parser.add_argument("--model", nargs="+", default=["function"], choices=["function", "http"])
     args = parser.parse_args()
 
     count_o200k("warm up")  # build the vocabulary once, outside the timings
@@ -109,14 +106,13 @@ def main() -> None:
         f"compress_files: {args.files} files, {TURNS_PER_FILE} model turns each, "
         f"{args.latency * 1000:.0f} ms per turn"
     )
-    print(f"{'engine':<12} {'-n':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'cpu ms/turn':>12}")
-    http = set(args.engine) - {"function"}
+    print(f"{'model':<12} {'-n':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'cpu ms/turn':>12}")
+    http = set(args.model) - {"function"}
     with served("compress", args.latency) if http else nullcontext("") as base_url:
         for agents in args.agents:
-            for engine in args.engine:  # interleaved: every engine once per setting
+            for engine in args.model:  # interleaved: every model once per setting
                 model = None
                 if engine != "function":
-                    os.environ["KERNOS_ENGINE"] = engine
                     model = http_model(base_url)
                 wall, cpu = asyncio.run(concurrency_run(args.files, agents, args.latency, model))
                 ideal = args.files * TURNS_PER_FILE * args.latency / agents

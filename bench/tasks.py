@@ -7,8 +7,8 @@
    repeat; validation of the raw arguments is shown for reference only.
 2. Time and peak memory to run 1,000 background children to completion with an instant scripted
    model (pydantic-ai ``FunctionModel``), through the real tool, manager and SQLite store
-   (targets < 10 s, < 300 MB). ``--engine lean pydantic-ai`` runs it again with an
-   ``openai-chat`` model over HTTP on each engine, the server (answering ``done`` at once) in a
+   (targets < 10 s, < 300 MB). ``--http`` runs it again with an
+   ``openai-chat`` model over HTTP, the server (answering ``done`` at once) in a
    process of its own (``bench/_http.py``).
 """
 
@@ -144,14 +144,12 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", nargs="+", default=[], choices=["lean", "pydantic-ai"])
+    parser.add_argument("--http", action="store_true", help="again over HTTP (bench/_http.py)")
     args = parser.parse_args()
     boundary_overhead()
     asyncio.run(thousand_children())
     asyncio.run(thousand_children(trace=True))
-    if args.engine:
+    if args.http:
         with served("done") as base_url:
-            for engine in args.engine:
-                os.environ["KERNOS_ENGINE"] = engine
-                label = f"openai-chat over HTTP, {engine} engine"
-                asyncio.run(thousand_children(model=http_model(base_url), label=label))
+            label = "openai-chat over HTTP"
+            asyncio.run(thousand_children(model=http_model(base_url), label=label))
