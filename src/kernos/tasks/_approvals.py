@@ -51,9 +51,9 @@ def call_key(task_id: str, epoch: int, call_id: str | None) -> str:
 def answer_of(request: StoredRequest) -> ApprovalAnswer:
     """What the asked call gets for a request that is no longer open."""
     if request.state == ApprovalState.APPROVED:
-        return ApprovalAnswer(True)
+        return ApprovalAnswer(True, request_id=request.id)
     if request.state == ApprovalState.DENIED:
-        return ApprovalAnswer(False, denial_reason(request))
+        return ApprovalAnswer(False, denial_reason(request), request_id=request.id)
     # timed out or expired: no person denied it, the text says what happened
     return ApprovalAnswer(
         False,
@@ -61,6 +61,7 @@ def answer_of(request: StoredRequest) -> ApprovalAnswer:
         "denied",
         f"{request.tool} was not run: {denial_reason(request)}; do the task without it or "
         "tell the user what you could not do",
+        request_id=request.id,
     )
 
 
@@ -86,6 +87,8 @@ class TaskWaiter:
                 f"{request.tool} was not run: it needs a person's approval and [permissions] "
                 f'wait is "0" (never wait); allow it in kernos.toml: [permissions] allow = '
                 f'["{request.tool}"], or do the task without it',
+                by=TIMEOUT_BY,
+                how="[permissions] wait",
             )
         store = self.scheduler.runtime.store
         await store.flushed()
