@@ -162,13 +162,15 @@ class ApprovalStore:
         )
         return [StoredRequest.from_row(dict(row)) for row in rows]
 
-    def answer_task(self, task_id: str, approved: bool, *, by: str, how: str) -> str:
+    def answer_task(
+        self, task_id: str, approved: bool, *, by: str, how: str, reason: str | None = None
+    ) -> str:
         """Answer ``task_id``'s oldest open request (``kernos tasks watch``): what happened, in
         one line."""
         waiting = self.open_for_task(task_id)
         if not waiting:
             return f"{task_id} has no open approval request"
-        won, request = self.answer(waiting[0].id, approved, by=by, how=how)
+        won, request = self.answer(waiting[0].id, approved, by=by, how=how, reason=reason)
         if request is None or not won:
             return already_answered(request) if request else f"{waiting[0].id} is gone"
         return f"{request.id} {request.state}: {request.tool} of task {task_id}"
