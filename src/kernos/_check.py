@@ -146,7 +146,19 @@ def tool_rules(config: Config, catalog: Any) -> dict[str, dict[str, str]]:
         rules[agent] = {
             e.spec.name: permissions.decision(agent, e.spec).rule for e in catalog.for_agent(agent)
         }
+        for name, _ in session_tools():  # the task and team tools, ruled like any other
+            rules[agent][name] = permissions.rule_of(agent, name)
     return rules
+
+
+def session_tools() -> list[tuple[str, str]]:
+    """The tools a session gets besides its catalog's and MCP servers' (the task tools; a team
+    lead's and members' team tools), each with its source."""
+    from kernos.tasks import LEAD_TOOLS, TASK_TOOL_NAMES
+
+    return [(name, "tasks") for name in sorted(TASK_TOOL_NAMES)] + [
+        (name, "teams") for name in LEAD_TOOLS
+    ]
 
 
 def rule_lines(rules: dict[str, dict[str, str]]) -> list[str]:

@@ -179,6 +179,11 @@ class Permissions:
         """The rule for a call of ``spec`` by ``agent`` (on ``path``)."""
         return decide(self.config.permission_tables(agent), spec.name, path, _own(spec))
 
+    def rule_of(self, agent: str, tool: str) -> Rule:
+        """The rule for ``agent``'s calls of the tool named ``tool`` that declares no default
+        of its own (the task and team tools), on no path."""
+        return decide(self.config.permission_tables(agent), tool, None, None).rule
+
     def offered(self, agent: str, spec: ToolSpec[Any]) -> bool:
         """Whether ``agent`` is offered ``spec`` at all (its rule is not ``deny``)."""
         return offered(self.config.permission_tables(agent), spec.name, _own(spec))
