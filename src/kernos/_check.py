@@ -190,11 +190,18 @@ async def _check_mcp(config: Config, report: CheckReport) -> None:
             except ConfigError as exc:
                 report.add(exc)
         if started == len(servers.toolsets):
+            from kernos.runtime import Permissions
+
+            permissions = Permissions(config)
             for name in config.agents:
                 try:
-                    await servers.tools(SimpleNamespace(agent=name, tools={}))
+                    specs = await servers.tools(SimpleNamespace(agent=name, tools={}))
                 except ConfigError as exc:
                     report.add(exc)
+                    continue
+                ruled = report.rules.setdefault(name, {})  # its MCP tools' rules too
+                for spec in specs:
+                    ruled[spec.name] = permissions.decision(name, spec).rule
     finally:
         await servers.aclose()
     report.checked["mcp servers"] = len(config.mcp)
