@@ -146,7 +146,19 @@ def tool_rules(config: Config, catalog: Any) -> dict[str, dict[str, str]]:
         rules[agent] = {
             e.spec.name: permissions.decision(agent, e.spec).rule for e in catalog.for_agent(agent)
         }
+        for name, _ in session_tools():  # the task and team tools, ruled like any other
+            rules[agent][name] = permissions.rule_of(agent, name)
     return rules
+
+
+def session_tools() -> list[tuple[str, str]]:
+    """The tools a session gets besides its catalog's and MCP servers' (the task tools; a team
+    lead's and members' team tools), each with its source."""
+    from kernos.tasks import LEAD_TOOLS, TASK_TOOL_NAMES
+
+    return [(name, "tasks") for name in sorted(TASK_TOOL_NAMES)] + [
+        (name, "teams") for name in LEAD_TOOLS
+    ]
 
 
 def rule_lines(rules: dict[str, dict[str, str]]) -> list[str]:
@@ -178,11 +190,18 @@ async def _check_mcp(config: Config, report: CheckReport) -> None:
             except ConfigError as exc:
                 report.add(exc)
         if started == len(servers.toolsets):
+            from kernos.runtime import Permissions
+
+            permissions = Permissions(config)
             for name in config.agents:
                 try:
-                    await servers.tools(SimpleNamespace(agent=name, tools={}))
+                    specs = await servers.tools(SimpleNamespace(agent=name, tools={}))
                 except ConfigError as exc:
                     report.add(exc)
+                    continue
+                ruled = report.rules.setdefault(name, {})  # its MCP tools' rules too
+                for spec in specs:
+                    ruled[spec.name] = permissions.decision(name, spec).rule
     finally:
         await servers.aclose()
     report.checked["mcp servers"] = len(config.mcp)

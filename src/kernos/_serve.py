@@ -698,6 +698,7 @@ class KernosMcpServer:
                 session_id=session.session_id,
                 tool_call_id=str(ctx.request_id) if ctx is not None else None,
                 extras={"session": session, FOREGROUND_WAIT: self.foreground_wait},
+                store=self.runtime.store,  # an asked call's answer is kept there
             )
             with hosted_call(ctx):  # an asked call may elicit from this host (_serve_approve.py)
                 work = call_tool(spec, raw, context)

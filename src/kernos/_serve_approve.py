@@ -21,6 +21,9 @@ _HOST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contextva
     "kernos_mcp_host", default=None
 )
 
+#: ``how`` a call the host's user answered is kept in the store
+HOW = "mcp host"
+
 #: the form a host shows for an asked call
 APPROVAL_FORM: dict[str, Any] = {
     "type": "object",
@@ -75,11 +78,21 @@ class HostApprover:
                 related_request_id=ctx.request_id,
             )
         except Exception as exc:  # the host failed to ask: refused, never allowed
-            return ApprovalAnswer(False, f"the host could not ask its user ({exc})")
+            return ApprovalAnswer(False, f"the host could not ask its user ({exc})", how=HOW)
+        by = host_name(ctx)
         content = answer.content or {}
         if answer.action == "accept" and content.get("approve") is True:
-            return ApprovalAnswer(True)
+            return ApprovalAnswer(True, by=by, how=HOW)
         reason = str(content.get("reason") or "").strip()
         if not reason and answer.action != "accept":
             reason = f"the host's user {'declined' if answer.action == 'decline' else 'cancelled'}"
-        return ApprovalAnswer(False, reason)
+        return ApprovalAnswer(False, reason, by=by, how=HOW)
+
+
+def host_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Who answered through the host of ``ctx``: its user, named by the client it declared."""
+    try:
+        info = ctx.session.client_params.client_info  # type: ignore[union-attr]
+        return f"the user of {info.name}"
+    except Exception:  # a connection that did not say: the host's user
+        return "the host's user"

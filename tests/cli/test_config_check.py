@@ -69,6 +69,8 @@ def test_a_good_config_passes(tmp_path: Path) -> None:
     as_json = json.loads(kernos("config", "check", "--json", cwd=tmp_path, env=env).stdout)
     assert as_json["ok"] is True and as_json["problems"] == []
     assert as_json["checked"]["mcp tools"] >= 1
+    mcp_rules = {t: r for t, r in as_json["rules"]["main"].items() if t.startswith("rec__")}
+    assert mcp_rules and set(mcp_rules.values()) == {"allow"}  # each MCP tool with its rule
 
 
 def test_no_config_at_all_is_fine(tmp_path: Path) -> None:

@@ -438,7 +438,8 @@ def test_members_hang_under_their_team_row_at_the_place_of_the_first() -> None:
 
 
 def test_keys_and_arrows_are_parsed() -> None:
-    assert parse_keys("\x1b[A\x1b[Bjkq") == ["up", "down", "down", "up", "q"]
+    assert parse_keys("\x1b[A\x1b[Bjkq") == ["up", "down", "j", "k", "q"]  # j/k: _Screen.key
+    assert parse_keys("\x1b") == ["escape"]
     assert parse_keys("\x1bOA") == ["up"]
     assert parse_keys("\x1b[1;5Ct") == ["t"]  # an unknown sequence is skipped whole
 

@@ -65,7 +65,7 @@ def test_an_ended_task_expires_its_open_requests(tmp_path: Path) -> None:
 
 
 def test_tasks_watch_a_and_d_answer_the_selected_tasks_request(tmp_path: Path) -> None:
-    from kernos.cli._watch import Source, _Screen
+    from kernos.cli._watch import REASON_PROMPT, Source, _Screen
     from kernos.tasks import TaskStore
 
     store = Store(tmp_path / "kernos.db")
@@ -77,8 +77,22 @@ def test_tasks_watch_a_and_d_answer_the_selected_tasks_request(tmp_path: Path) -
     assert screen.message == f"{request_id} approved: write_file of task t_1"
     row = approvals.get(request_id)
     assert row is not None and row.answered_how == "kernos tasks watch"
-    assert screen.key("d")
+    assert screen.key("d") and screen.key("\r")
     assert screen.message == "t_1 has no open approval request"
     other = _ask(approvals, "t_1:1:call_b")
-    assert screen.key("D")
+    assert screen.key("D")  # a reason first (one line, optional)
+    assert screen.message == REASON_PROMPT
+    for key in "not jk\x7fow":  # j and k are typed, not moves; backspace takes one back
+        assert screen.key(key)
+    assert screen.message == REASON_PROMPT + "not jow"
+    assert screen.key("\r")
     assert screen.message == f"{other} denied: write_file of task t_1"
+    row = approvals.get(other)
+    assert row is not None and row.reason == "not jow" and row.answered_how == "kernos tasks watch"
+    third = _ask(approvals, "t_1:1:call_c")
+    assert screen.key("d") and screen.key("x") and screen.key("escape")
+    assert screen.message == "not denied"
+    assert [r.id for r in approvals.open_requests()] == [third]
+    assert screen.key("d") and screen.key("\r")  # enter at once: denied without a reason
+    row = approvals.get(third)
+    assert row is not None and row.state == ApprovalState.DENIED and row.reason is None

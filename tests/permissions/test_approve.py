@@ -4,8 +4,11 @@ the model reads; off a terminal refused with ``approval_required`` unless ``--ap
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, agent_is
@@ -13,6 +16,18 @@ from tests.cli.test_chat import Terminal
 from tests.cli.test_run import kernos
 
 QUESTION = "approve? [y] this call"
+
+
+def answered(cwd: Path, *flags: str) -> list[dict[str, Any]]:
+    """``kernos approvals --all --json`` in ``cwd``: every kept request, newest first."""
+    listed = kernos("approvals", "--all", "--json", *flags, cwd=cwd)
+    assert listed.returncode == 0, listed.stderr
+    return list(json.loads(listed.stdout)["requests"])
+
+
+def how(rows: list[dict[str, Any]]) -> list[tuple[str, str, str | None, str | None]]:
+    """Each row's tool, state, how it was answered and the reason, oldest first."""
+    return [(r["tool"], r["state"], r["answered_how"], r["reason"]) for r in reversed(rows)]
 
 
 def test_a_terminal_answers_y_a_and_n_with_a_reason(
@@ -68,6 +83,23 @@ def test_a_terminal_answers_y_a_and_n_with_a_reason(
     assert results[3].startswith(
         "the user denied this edit_file call: keep British spelling here; do not repeat it"
     )
+    rows = answered(tmp_path)
+    assert how(rows) == [
+        ("edit_file", "approved", "terminal", None),
+        ("write_file", "approved", "terminal", "a: approved for the rest of the run"),
+        ("write_file", "approved", "terminal",
+         "answered a earlier: approved for the rest of the run"),
+        ("edit_file", "denied", "terminal", "keep British spelling here"),
+    ]  # fmt: skip
+    assert {r["answered_by"] for r in rows} == {getpass.getuser()}
+    assert all(r["answered_at"] >= r["asked_at"] for r in rows)
+    assert "-colour\n+color" in rows[-1]["diff"]  # the diff it was asked with is kept
+    assert rows[-1]["arguments"]["path"] == "notes.md" and rows[-1]["session_id"]
+    # bounded, newest first; the open list stays the waiting ones'
+    assert how(answered(tmp_path, "--limit", "1")) == [how(rows)[-1]]
+    listed = kernos("approvals", "--history", cwd=tmp_path)
+    assert "keep British spelling here" in listed.stdout and "(terminal)" in listed.stdout
+    assert kernos("approvals", cwd=tmp_path).stdout == "(no open approval requests)\n"
 
 
 def test_off_a_terminal_approve_and_yes_allow_asked_calls(
@@ -88,6 +120,14 @@ def test_off_a_terminal_approve_and_yes_allow_asked_calls(
         else:
             assert result.startswith("write_file needs a person's approval and nobody can be")
             assert not (tmp_path / name).exists()
+    rows = answered(tmp_path)
+    assert how(rows) == [
+        ("write_file", "denied", "no one to ask", rows[-1]["reason"]),
+        ("write_file", "approved", "flag", "--approve write_*"),
+        ("write_file", "approved", "flag", "--yes"),
+    ]
+    assert rows[-1]["reason"].startswith("write_file needs a person's approval")
+    assert rows[-1]["answered_by"] is None and rows[0]["answered_by"] == getpass.getuser()
 
 
 def test_approve_covers_the_runs_children(server: FakeOpenAIServer, tmp_path: Path) -> None:

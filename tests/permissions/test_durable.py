@@ -234,3 +234,38 @@ def test_the_time_a_child_waits_for_a_person_is_not_its_budgets(
             run.communicate()
     assert out == "All done.\n"
     assert (tmp_path / "bg.txt").read_text() == "c\n"
+
+
+def test_interrupting_a_waiting_child_denies_its_request_as_interrupted(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    (tmp_path / "kernos.toml").write_text(CONFIG)
+    stop = {"to": "notes", "deliver_as": "interrupt"}
+    server.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "delegate")),
+        text("Started it.", when=agent_is("MAIN-AGENT", "notes")),
+        tool_call(
+            "write_file", {"path": "bg.txt", "content": "c\n"}, when=agent_is("EXPLORE-AGENT")
+        ),
+        tool_call("task_send", stop, when=agent_is("MAIN-AGENT", "kernos approve")),
+        text("Told it to stop.", when=agent_is("MAIN-AGENT", "Interrupting")),
+        text("It stopped.", when=agent_is("MAIN-AGENT", "interrupted")),
+    )
+    run = _start(server, tmp_path)
+    try:
+        out, _ = _finish(run)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert out in ("Told it to stop.\n", "It stopped.\n")
+    assert not (tmp_path / "bg.txt").exists()
+    listed = kernos("approvals", "--all", "--json", cwd=tmp_path)
+    (request,) = json.loads(listed.stdout)["requests"]
+    assert (request["state"], request["answered_how"], request["reason"]) == (
+        "denied", "interrupt", "interrupted",
+    )  # fmt: skip
+    assert _task_status(tmp_path, request["task_id"]) == "interrupted"
+    results = server.tool_results()
+    assert any(r.startswith("Interrupting t_") for r in results)
+    # the child stops after that step: its model is not asked again

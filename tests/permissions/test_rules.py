@@ -142,6 +142,47 @@ def test_tools_and_config_check_show_each_tools_rule(tmp_path: Path) -> None:
     assert document["rules"]["main"]["read_file"] == "ask"
 
 
+def test_the_task_and_team_tools_are_shown_with_their_rule(tmp_path: Path) -> None:
+    (tmp_path / "kernos.toml").write_text(
+        '[permissions]\nask = ["task_send"]\n\n[agents.explore]\ndescription = "d"\n'
+        'instructions = "i"\n\n[agents.explore.permissions]\ndeny = ["task"]\n'
+    )
+    for agent, spawn in (("main", "allow"), ("explore", "deny")):
+        listed = kernos("tools", "--json", "--agent", agent, cwd=tmp_path)
+        assert listed.returncode == 0, listed.stderr
+        tools = {t["name"]: (t["source"], t["rule"]) for t in json.loads(listed.stdout)["tools"]}
+        assert tools["task"] == ("tasks", spawn)
+        assert tools["task_output"] == ("tasks", "allow")
+        assert tools["task_send"] == ("tasks", "ask")
+        assert tools["team_send"] == tools["board_add"] == ("teams", "allow")
+    document = json.loads(kernos("config", "check", "--json", cwd=tmp_path).stdout)
+    assert document["rules"]["explore"]["task"] == "deny"
+    assert document["rules"]["main"]["task"] == "allow"
+    assert document["rules"]["main"]["task_send"] == "ask"
+    assert document["rules"]["main"]["team_wait"] == "allow"
+
+
+def test_deny_task_means_a_child_cannot_spawn(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    from tests._agents import CONFIG, agent_is
+
+    (tmp_path / "kernos.toml").write_text(
+        CONFIG + '\n[tasks]\nmax_depth = 2\n\n[agents.explore.permissions]\ndeny = ["task"]\n'
+    )
+    spawn = {"prompt": "Survey.", "subagent_type": "explore", "name": "survey"}
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "delegate")),
+        text("Surveyed.", when=agent_is("EXPLORE-AGENT")),
+        text("Done.", when=agent_is("MAIN-AGENT", "Surveyed.")),
+    )
+    run = kernos("run", "delegate", cwd=tmp_path, env=server.env())
+    assert run.returncode == 0, run.stderr
+    parent = next(r for r in server.requests if agent_is("MAIN-AGENT")(r))
+    child = next(r for r in server.requests if agent_is("EXPLORE-AGENT")(r))
+    assert "task" in offered(parent)
+    assert "task" not in offered(child)  # its own agent's table denies it: it cannot spawn
+    assert "task_output" in offered(child)  # max_depth 2: the child has the task tools
+
+
 def test_a_child_is_ruled_by_its_own_agents_table(server: FakeOpenAIServer, tmp_path: Path) -> None:
     from tests._agents import CONFIG, agent_is
 

@@ -13,7 +13,7 @@ import mcp_types
 from mcp import Client
 
 from kernos._serve import KernosMcpServer
-from kernos.runtime import Runtime
+from kernos.runtime import ApprovalStore, Runtime
 from kernos.testing import FakeOpenAIServer
 from tests.serve.test_compress_tool import connect
 from tests.serve.test_stdio import only_text
@@ -85,3 +85,29 @@ async def test_the_hosts_user_denies_with_a_reason_the_model_reads(
     )
     assert "the user denied this write_file call: the host's user declined" in only_text(refused)
     assert not (project / "x.txt").exists()
+
+
+async def test_every_answer_over_mcp_is_kept_in_the_store(
+    project: Path, model: FakeOpenAIServer
+) -> None:
+    accept = mcp_types.ElicitResult(action="accept", content={"approve": True})
+    async with connect_eliciting(project, accept) as (client, _):
+        await client.call_tool("write_file", {"path": "x.txt", "content": "hi\n"})
+    deny = mcp_types.ElicitResult(action="accept", content={"approve": False, "reason": "no"})
+    async with connect_eliciting(project, deny) as (client, _):
+        await client.call_tool("write_file", {"path": "y.txt", "content": "x"})
+    async with connect(project) as client:  # a host that cannot elicit: nobody to ask
+        await client.call_tool("write_file", {"path": "z.txt", "content": "x"})
+    runtime = Runtime.open(project / "kernos.toml", cwd=project)
+    try:
+        rows = ApprovalStore(runtime.store).history()
+    finally:
+        runtime.close()
+    kept = [(r.arguments["path"], str(r.state), r.answered_how) for r in reversed(rows)]
+    assert kept == [
+        ("x.txt", "approved", "mcp host"),
+        ("y.txt", "denied", "mcp host"),
+        ("z.txt", "denied", "no one to ask"),
+    ]
+    assert rows[1].reason == "no" and rows[1].answered_by == "the user of mcp"
+    assert rows[2].preview is not None and "+hi" in rows[2].preview

@@ -25,6 +25,14 @@ def offered(request: dict[str, object]) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools", [])}  # type: ignore[attr-defined, index]
 
 
+#: the task and team tools every listing ends with (kernos._check.session_tools)
+SESSION_TOOLS = [
+    *((name, "tasks") for name in ("task", "task_cancel", "task_output", "task_send")),
+    *((name, "teams") for name in ("team_send", "team_status", "team_wait", "board_add",
+                                   "board_list", "board_update")),
+]  # fmt: skip
+
+
 def test_kernos_tools_json(workspace: Path) -> None:
     result = kernos("tools", "--json", cwd=workspace)
     assert result.returncode == 0, result.stderr
@@ -36,9 +44,10 @@ def test_kernos_tools_json(workspace: Path) -> None:
         ("search_files", "builtin"),
         ("write_file", "builtin"),
         ("edit_file", "builtin"),
+        *SESSION_TOOLS,
     ]
     assert document["tools"][0]["description"] == "Read a text file in the workspace"
-    assert "5 tool(s) for agent main" in result.stderr
+    assert "15 tool(s) for agent main" in result.stderr
 
 
 def test_kernos_tools_lists_functions_and_honours_the_agent(workspace: Path) -> None:
@@ -52,12 +61,14 @@ def test_kernos_tools_lists_functions_and_honours_the_agent(workspace: Path) -> 
     )
     result = kernos("tools", "--agent", "release", cwd=workspace)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
+    assert result.stdout.splitlines()[:3] == [
         "NAME          SOURCE    RULE   DESCRIPTION",
         "bump          function  allow  Bump a semantic version",
         "search_files  builtin   allow  Search the text files in the workspace for lines "
         "matching a Python regular expression",
     ]
+    rest = [line.split()[:3] for line in result.stdout.splitlines()[3:]]
+    assert rest == [[name, source, "allow"] for name, source in SESSION_TOOLS]
 
 
 def test_config_errors_are_exit_2_before_any_model_request(

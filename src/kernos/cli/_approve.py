@@ -21,6 +21,10 @@ RUN_HINT = (
 )
 QUESTION = "approve? [y] this call, [a] {tool} for the rest of the run, [n] deny: "
 REASON = "reason (enter to skip): "
+#: ``how`` a call answered at the terminal is kept in the store, and the reasons an ``a`` keeps
+TERMINAL = "terminal"
+ALWAYS = "a: approved for the rest of the run"
+ALWAYS_BEFORE = "answered a earlier: approved for the rest of the run"
 
 
 async def read_stdin_line() -> str:
@@ -66,11 +70,12 @@ class TerminalApprover:
         self._lock = asyncio.Lock()
 
     async def approve(self, request: ApprovalRequest) -> ApprovalAnswer:
-        from kernos.runtime import ApprovalAnswer, request_text
+        from kernos.runtime import ApprovalAnswer, request_text, user_name
 
+        who = {"by": user_name(), "how": TERMINAL}
         async with self._lock:
             if request.tool in self.always:
-                return ApprovalAnswer(True)
+                return ApprovalAnswer(True, ALWAYS_BEFORE, **who)
             self.write(request_text(request))
             while True:
                 self.write(QUESTION.format(tool=request.tool))
@@ -78,16 +83,16 @@ class TerminalApprover:
                 answer = line.strip().lower()
                 if not line:  # end of input: nobody will answer
                     self.write("\n")
-                    return ApprovalAnswer(False, "nobody answered (end of input)")
+                    return ApprovalAnswer(False, "nobody answered (end of input)", how=TERMINAL)
                 if answer in ("y", "yes"):
-                    return ApprovalAnswer(True)
+                    return ApprovalAnswer(True, **who)
                 if answer in ("a", "always"):
                     self.always.add(request.tool)
-                    return ApprovalAnswer(True)
+                    return ApprovalAnswer(True, ALWAYS, **who)
                 if answer in ("n", "no"):
                     self.write(REASON)
                     reason = await self.read_line()
-                    return ApprovalAnswer(False, reason.strip())
+                    return ApprovalAnswer(False, reason.strip(), **who)
 
 
 def is_terminal() -> bool:

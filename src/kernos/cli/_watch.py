@@ -11,7 +11,8 @@ rows again.
 On a terminal it is a full-screen view (rich ``Live``, plain ANSI, so it works over SSH): ↑/↓ (or
 k/j) select a task, ``t`` shows or hides its transcript tail, ``c`` cancels it (the same path as
 ``kernos tasks cancel``), ``a`` / ``d`` approve / deny a waiting task's approval request (as
-``kernos approve`` / ``kernos deny``), ``q`` or Ctrl-C leaves and restores the terminal. When
+``kernos approve`` / ``kernos deny``; ``d`` first asks for an optional one-line reason: enter
+sends it, escape goes back), ``q`` or Ctrl-C leaves and restores the terminal. When
 stdout is not a terminal it prints the table again each time something changes; ``--once`` prints
 one snapshot and exits. ``--json`` prints each snapshot as one JSON document per line::
 
@@ -360,7 +361,7 @@ class Source:
         _, message = self.tasks.cancel(task_id)
         return message
 
-    def answer(self, task_id: str, approved: bool) -> str:
+    def answer(self, task_id: str, approved: bool, reason: str | None = None) -> str:
         """What ``kernos approve`` / ``kernos deny`` do to the task's open request, in one line."""
         import getpass
 
@@ -368,7 +369,7 @@ class Source:
 
         how = "kernos tasks watch"
         return ApprovalStore(self.tasks.store).answer_task(
-            task_id, approved, by=getpass.getuser(), how=how
+            task_id, approved, by=getpass.getuser(), how=how, reason=reason
         )
 
 
@@ -462,6 +463,9 @@ def _keys_unbuffered(fd: int | None) -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
+#: what ``d`` shows while its reason is typed
+REASON_PROMPT = "deny: reason (enter to send, escape to go back): "
+
 _ARROWS = {"\x1b[A": "up", "\x1bOA": "up", "\x1b[B": "down", "\x1bOB": "down"}
 
 
@@ -478,13 +482,16 @@ def parse_keys(data: str) -> list[str]:
                 index += 3
                 continue
             index += 1  # skip the rest of an unknown CSI sequence
+            if index == len(data):  # a lone escape key
+                keys.append("escape")
+                continue
             if data[index : index + 1] in ("[", "O"):
                 index += 1
                 while index < len(data) and not ("@" <= data[index] <= "~"):
                     index += 1
                 index += 1
             continue
-        keys.append({"k": "up", "j": "down"}.get(data[index], data[index]))
+        keys.append(data[index])  # k / j move only outside a reason being typed (_Screen.key)
         index += 1
     return keys
 
@@ -500,6 +507,8 @@ class _Screen:
         self.tail: list[str] = []
         self.tail_seq = -1
         self.message = ""
+        #: the reason being typed for a ``d`` (``None``: not typing one)
+        self.reason: str | None = None
 
     # -- state ---------------------------------------------------------------------------------
     def _tasks(self) -> list[str]:
@@ -520,6 +529,10 @@ class _Screen:
 
     def key(self, key: str) -> bool:
         """Act on one key; ``False`` to leave."""
+        if self.reason is not None:
+            self._type_reason(key)
+            return True
+        key = {"k": "up", "j": "down"}.get(key, key)
         if key in ("q", "Q"):
             return False
         if key == "up":
@@ -537,9 +550,31 @@ class _Screen:
         elif key in ("a", "A", "d", "D"):  # a waiting task's approval request
             if self.selected is None:
                 self.message = "no task selected"
-            else:
-                self.message = self.source.answer(self.selected, key in ("a", "A"))
+            elif key in ("a", "A"):
+                self.message = self.source.answer(self.selected, True)
+            else:  # a denial carries an optional reason the model reads
+                self.reason = ""
+                self.message = REASON_PROMPT
         return True
+
+    def _type_reason(self, key: str) -> None:
+        """One key of the reason a ``d`` asks for: enter denies, escape goes back."""
+        assert self.reason is not None
+        if key in ("\r", "\n"):
+            reason, self.reason = self.reason.strip(), None
+            if self.selected is None:
+                self.message = "no task selected"
+                return
+            self.message = self.source.answer(self.selected, False, reason or None)
+            return
+        if key == "escape":
+            self.reason, self.message = None, "not denied"
+            return
+        if key in ("\x7f", "\b"):
+            self.reason = self.reason[:-1]
+        elif len(key) == 1 and key.isprintable():
+            self.reason += key
+        self.message = REASON_PROMPT + self.reason
 
     def refresh_tail(self) -> None:
         if not self.tail_open or self.selected is None:

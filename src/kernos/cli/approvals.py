@@ -5,25 +5,21 @@ who answered and how."""
 
 from __future__ import annotations
 
-import getpass
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from kernos.runtime import StoredRequest
 
 from kernos.cli._common import ConfigOption, config_errors, fail, open_runtime, write_stdout
 from kernos.cli._table import age, one_line, table
 
 HEADER = ("REQUEST", "TASK", "TOOL", "AGENT", "ASKED", "ARGUMENTS")
-
-
-def _who() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown user"
+HISTORY_HEADER = ("REQUEST", "STATE", "TOOL", "AGENT", "ASKED", "ANSWERED", "ARGUMENTS")
 
 
 def register(app: typer.Typer) -> None:
@@ -31,15 +27,29 @@ def register(app: typer.Typer) -> None:
     def approvals_command(
         config: ConfigOption = None,
         as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+        every: Annotated[
+            bool,
+            typer.Option(
+                "--all",
+                "--history",
+                help="Answered requests too (the terminal's, the flags', an MCP host's), "
+                "newest first.",
+            ),
+        ] = False,
+        limit: Annotated[
+            int, typer.Option("--limit", min=1, help="With --all: at most this many.")
+        ] = 50,
     ) -> None:
         """The open approval requests: calls of background children waiting for a person
-        (answer with kernos approve ID / kernos deny ID)."""
+        (answer with kernos approve ID / kernos deny ID); --all: every asked call and who
+        answered it, how and when."""
         from kernos.runtime import ApprovalStore, describe_arguments
 
         runtime = open_runtime(config, store=True)
         try:
             with config_errors():
-                requests = ApprovalStore(runtime.store).open_requests()
+                approvals = ApprovalStore(runtime.store)
+                requests = approvals.history(limit) if every else approvals.open_requests()
         finally:
             runtime.close()
         if as_json:
@@ -47,9 +57,28 @@ def register(app: typer.Typer) -> None:
             write_stdout(json.dumps(document, ensure_ascii=False, default=str))
             return
         if not requests:
-            write_stdout("(no open approval requests)")
+            write_stdout("(no approval requests)" if every else "(no open approval requests)")
             return
         now = time.time()
+        if every:
+            write_stdout(
+                table(
+                    HISTORY_HEADER,
+                    [
+                        (
+                            r.id,
+                            str(r.state),
+                            r.tool,
+                            r.agent,
+                            age(r.asked_at, now),
+                            answered_line(r),
+                            one_line(" ".join(describe_arguments(r.arguments).split()), 40),
+                        )
+                        for r in requests
+                    ],
+                )
+            )
+            return
         rows = [
             (
                 r.id,
@@ -83,15 +112,24 @@ def register(app: typer.Typer) -> None:
         _answer(request_id, False, reason, config)
 
 
+def answered_line(request: StoredRequest) -> str:
+    """Who answered ``request``, how, and the reason, in one short cell (``-``: still open)."""
+    if request.answered_at is None:
+        return "-"
+    parts = [request.answered_by or "", f"({request.answered_how})" if request.answered_how else ""]
+    text = " ".join(p for p in parts if p) or "-"
+    return one_line(text + (f": {request.reason}" if request.reason else ""), 50)
+
+
 def _answer(request_id: str, approved: bool, reason: str | None, config: Path | None) -> None:
-    from kernos.runtime import ApprovalStore, already_answered
+    from kernos.runtime import ApprovalStore, already_answered, user_name
 
     runtime = open_runtime(config, store=True)
     how = "kernos approve" if approved else "kernos deny"
     try:
         with config_errors():
             won, request = ApprovalStore(runtime.store).answer(
-                request_id.strip(), approved, by=_who(), how=how, reason=reason
+                request_id.strip(), approved, by=user_name(), how=how, reason=reason
             )
     finally:
         runtime.close()

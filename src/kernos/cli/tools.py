@@ -61,6 +61,17 @@ def register(app: typer.Typer) -> None:
             }
             for e in entries
         ]
+        from kernos._check import session_tools
+
+        rows += [
+            {
+                "name": name,
+                "source": source,
+                "rule": permissions.rule_of(agent, name),
+                "description": f"({source}: kernos run, a parent that may spawn, a team)",
+            }
+            for name, source in session_tools()
+        ]
         if loaded.mcp:
             import asyncio
 
@@ -75,9 +86,9 @@ def register(app: typer.Typer) -> None:
             body = [(r["name"], r["source"], r["rule"], r["description"]) for r in rows]
             write_stdout(table(header, body))
         err.print(
-            f"{len(rows)} tool(s) for agent {agent}, run or spawned as a child; `kernos run` "
-            "adds the task tools and the output tools of its allowed channels, a parent's "
-            "`task` call the tools it grants.",
+            f"{len(rows)} tool(s) for agent {agent}, run or spawned as a child (the task tools "
+            "where it may spawn, the team tools in a team); `kernos run` adds the output tools "
+            "of its allowed channels, a parent's `task` call the tools it grants.",
             markup=False,
         )
         raise typer.Exit(EXIT_OK)

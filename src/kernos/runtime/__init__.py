@@ -15,6 +15,7 @@ if typing.TYPE_CHECKING:
         PermissionToolset,
         describe_arguments,
         request_text,
+        user_name,
     )
     from kernos.runtime._approval_state import (
         ApprovalState,
@@ -287,6 +288,7 @@ __all__ = [
     "unmatched_entries",
     "url_secrets",
     "usage_responses",
+    "user_name",
 ]
 
 

@@ -14,7 +14,11 @@ tool answers an approval: only the approver the process was started with, or a p
 
 from __future__ import annotations
 
+import asyncio
+import getpass
 import json
+import logging
+import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +34,14 @@ from kernos.runtime._session import Session
 
 if TYPE_CHECKING:
     from kernos.runtime._config import Config
+    from kernos.runtime._store import Store
+
+log = logging.getLogger("kernos.runtime")
+
+#: ``how`` an asked call was answered when nobody could be asked
+NOBODY = "no one to ask"
+#: ``how`` ``--approve GLOB`` / ``--yes`` answered it
+FLAG = "flag"
 
 #: how to allow a tool when nobody can be asked, by where the call came from
 TOML_HINT = 'allow it in kernos.toml: [permissions] allow = ["{tool}"]'
@@ -63,6 +75,12 @@ class ApprovalAnswer:
     #: the whole text the model reads for a refusal, when the approver words it itself (a
     #: durable request that timed out or expired); else it is made from ``reason``
     message: str | None = None
+    #: who answered (a user name, a host's name) and how (``terminal``, ``flag``, ``no one to
+    #: ask``, ``mcp host``): the request's row in the store says so (:data:`NOBODY`)
+    by: str | None = None
+    how: str | None = None
+    #: the durable request that was answered (its row is already in the store)
+    request_id: str | None = None
 
 
 class Approver(Protocol):
@@ -86,6 +104,7 @@ class NoApprover:
             False,
             f"{request.tool} needs a person's approval and nobody can be asked here; {how}",
             "approval_required",
+            how=NOBODY,
         )
 
 
@@ -105,11 +124,22 @@ class FlagApprover:
     fallback: Approver = field(default_factory=NoApprover)
 
     async def approve(self, request: ApprovalRequest) -> ApprovalAnswer:
-        if self.yes or glob_covers(self.approve_globs, request.tool):
-            return ApprovalAnswer(True)
+        if self.yes:
+            return ApprovalAnswer(True, "--yes", by=user_name(), how=FLAG)
+        covering = [p for p in self.approve_globs if glob_covers((p,), request.tool)]
+        if covering:
+            return ApprovalAnswer(True, f"--approve {covering[0]}", by=user_name(), how=FLAG)
         if self.terminal is not None and request.interactive:
             return await self.terminal.approve(request)
         return await self.fallback.approve(request)
+
+
+def user_name() -> str:
+    """The name of the person running this process (who answers at its terminal or flags)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown user"
 
 
 def _arguments(params: Any) -> dict[str, Any]:
@@ -149,6 +179,11 @@ class Permissions:
         """The rule for a call of ``spec`` by ``agent`` (on ``path``)."""
         return decide(self.config.permission_tables(agent), spec.name, path, _own(spec))
 
+    def rule_of(self, agent: str, tool: str) -> Rule:
+        """The rule for ``agent``'s calls of the tool named ``tool`` that declares no default
+        of its own (the task and team tools), on no path."""
+        return decide(self.config.permission_tables(agent), tool, None, None).rule
+
     def offered(self, agent: str, spec: ToolSpec[Any]) -> bool:
         """Whether ``agent`` is offered ``spec`` at all (its rule is not ``deny``)."""
         return offered(self.config.permission_tables(agent), spec.name, _own(spec))
@@ -181,11 +216,14 @@ class Permissions:
                     _interactive(ctx.session),
                     ctx.tool_call_id,
                 )
+                asked_at = time.time()
                 answer = await self.approver.approve(request)
                 waiter = ctx.session.waiter if isinstance(ctx.session, Session) else None
                 if not answer.approved and answer.code == "approval_required" and waiter:
                     # nobody here may answer: a task's child asks anyone sharing the store
                     answer = await waiter.approve(request)
+                if answer.request_id is None and ctx.store is not None:
+                    await _record(ctx.store, request, answer, asked_at)
                 if not answer.approved:
                     if answer.code == "approval_required":
                         raise ToolError("approval_required", answer.reason)
@@ -206,6 +244,35 @@ class Permissions:
     def apply(self, agent: str, specs: Sequence[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
         """The specs ``agent`` is offered, each guarded."""
         return [self.guard(s) for s in specs if self.offered(agent, s)]
+
+
+async def _record(
+    store: Store, request: ApprovalRequest, answer: ApprovalAnswer, at: float
+) -> None:
+    """Keep the answered ``request`` as a row of the store's approval requests (who answered,
+    how, when); a store that cannot take it is logged, the call goes on."""
+    from kernos.runtime._approval_store import ApprovalStore
+
+    def write() -> None:
+        ApprovalStore(store).record(
+            task_id=None,
+            session_id=request.session_id,
+            agent=request.agent,
+            tool=request.tool,
+            arguments=request.arguments,
+            preview=request.preview,
+            why=request.why,
+            approved=answer.approved,
+            asked_at=at,
+            by=answer.by,
+            how=answer.how,
+            reason=answer.reason or None,
+        )
+
+    try:
+        await asyncio.to_thread(write)
+    except Exception as exc:  # the answer stands; only its row is missing
+        log.warning("the answer to a %s call was not kept in the store: %s", request.tool, exc)
 
 
 class PermissionToolset:

@@ -10,6 +10,7 @@ answerers exactly one wins; the other reads who did. The rules are
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from typing import Any
 
@@ -95,6 +96,48 @@ class ApprovalStore:
                 return found
         raise RuntimeError(f"no approval request could be stored for {call_key}")
 
+    def record(
+        self,
+        *,
+        task_id: str | None,
+        session_id: str | None,
+        agent: str,
+        tool: str,
+        arguments: dict[str, Any],
+        preview: str | None,
+        why: str,
+        approved: bool,
+        asked_at: float,
+        by: str | None,
+        how: str | None,
+        reason: str | None,
+    ) -> str:
+        """Keep a call answered as it was asked (a terminal, a flag, an MCP host, nobody to
+        ask): a row made ``approved`` or ``denied`` at once; its id."""
+        state = ApprovalState.APPROVED if approved else ApprovalState.DENIED
+        request_id = new_request_id()
+        key = f"{session_id or '-'}:answered:{request_id}:{secrets.token_hex(4)}"
+        self.store.write_now(
+            "INSERT INTO approval_requests (id, call_key, task_id, session_id, agent, tool, "
+            "arguments, preview, why, state, asked_at, answered_by, answered_how, answered_at, "
+            "reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                request_id, key, task_id, session_id, agent, tool,
+                json.dumps(scrub_value(arguments), ensure_ascii=False),
+                scrub_text(preview) if preview else None, why, str(state), asked_at,
+                by, how, time.time(), redact(reason) if reason else None,
+            ),
+        )  # fmt: skip
+        return request_id
+
+    def history(self, limit: int = 50) -> list[StoredRequest]:
+        """Every request, answered or not, newest first (at most ``limit``)."""
+        rows = self.store.query(
+            "SELECT * FROM approval_requests ORDER BY asked_at DESC, id DESC LIMIT ?",
+            (max(0, limit),),
+        )
+        return [StoredRequest.from_row(dict(row)) for row in rows]
+
     def by_call(self, call_key: str) -> StoredRequest | None:
         rows = self.store.query("SELECT * FROM approval_requests WHERE call_key = ?", (call_key,))
         return StoredRequest.from_row(dict(rows[0])) if rows else None
@@ -119,13 +162,15 @@ class ApprovalStore:
         )
         return [StoredRequest.from_row(dict(row)) for row in rows]
 
-    def answer_task(self, task_id: str, approved: bool, *, by: str, how: str) -> str:
+    def answer_task(
+        self, task_id: str, approved: bool, *, by: str, how: str, reason: str | None = None
+    ) -> str:
         """Answer ``task_id``'s oldest open request (``kernos tasks watch``): what happened, in
         one line."""
         waiting = self.open_for_task(task_id)
         if not waiting:
             return f"{task_id} has no open approval request"
-        won, request = self.answer(waiting[0].id, approved, by=by, how=how)
+        won, request = self.answer(waiting[0].id, approved, by=by, how=how, reason=reason)
         if request is None or not won:
             return already_answered(request) if request else f"{waiting[0].id} is gone"
         return f"{request.id} {request.state}: {request.tool} of task {task_id}"

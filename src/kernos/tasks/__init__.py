@@ -41,12 +41,14 @@ if typing.TYPE_CHECKING:
     )
     from kernos.tasks._team_rules import group_members
     from kernos.tasks._team_store import TeamStore
+    from kernos.tasks._teams import LEAD_TOOLS
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
     from kernos.tasks._worker_lines import ended_line, took_line
 
 __all__ = [
     "ACTIVE",
     "FOREGROUND_WAIT",
+    "LEAD_TOOLS",
     "MAX_BATCH",
     "MIGRATIONS",
     "PADDING_PROMPTS",

@@ -48,12 +48,26 @@ def call_key(task_id: str, epoch: int, call_id: str | None) -> str:
     return f"{task_id}:{epoch}:{call_id or 'x_' + secrets.token_hex(6)}"
 
 
+#: how (and why) a request is closed when its task is interrupted while it waits
+INTERRUPTED_HOW = "interrupt"
+INTERRUPTED = "interrupted"
+
+
 def answer_of(request: StoredRequest) -> ApprovalAnswer:
     """What the asked call gets for a request that is no longer open."""
+    if request.answered_how == INTERRUPTED_HOW and request.state == ApprovalState.DENIED:
+        return ApprovalAnswer(
+            False,
+            INTERRUPTED,
+            "denied",
+            f"{request.tool} was not run: the task was interrupted while approval request "
+            f"{request.id} waited for a person",
+            request_id=request.id,
+        )
     if request.state == ApprovalState.APPROVED:
-        return ApprovalAnswer(True)
+        return ApprovalAnswer(True, request_id=request.id)
     if request.state == ApprovalState.DENIED:
-        return ApprovalAnswer(False, denial_reason(request))
+        return ApprovalAnswer(False, denial_reason(request), request_id=request.id)
     # timed out or expired: no person denied it, the text says what happened
     return ApprovalAnswer(
         False,
@@ -61,6 +75,7 @@ def answer_of(request: StoredRequest) -> ApprovalAnswer:
         "denied",
         f"{request.tool} was not run: {denial_reason(request)}; do the task without it or "
         "tell the user what you could not do",
+        request_id=request.id,
     )
 
 
@@ -86,6 +101,8 @@ class TaskWaiter:
                 f"{request.tool} was not run: it needs a person's approval and [permissions] "
                 f'wait is "0" (never wait); allow it in kernos.toml: [permissions] allow = '
                 f'["{request.tool}"], or do the task without it',
+                by=TIMEOUT_BY,
+                how="[permissions] wait",
             )
         store = self.scheduler.runtime.store
         await store.flushed()
@@ -141,6 +158,16 @@ class TaskWaiter:
                 return now or stored
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, LONGEST_POLL)
+            if self.record.interrupt:  # stop waiting: denied, unless an answer came first
+                _, now = await asyncio.to_thread(
+                    self.approvals.settle,
+                    stored.id,
+                    ApprovalState.DENIED,
+                    by=TIMEOUT_BY,
+                    how=INTERRUPTED_HOW,
+                    reason=INTERRUPTED,
+                )
+                return now or stored
             now = await asyncio.to_thread(self.approvals.get, stored.id)
             if now is not None and now.state != ApprovalState.OPEN:
                 return now

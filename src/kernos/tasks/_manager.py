@@ -422,9 +422,15 @@ class TaskManager(TaskScheduler):
         if record.depth < self.config.tasks.max_depth:
             # steps too on the DBOS engine: a replayed task call answers what it answered, and
             # one in flight at a crash finds the children it spawned (``_replayed_ids``)
-            child.add_tools(self.engine.child_tools(self.tools_for(child, depth=record.depth)))
+            own = self.tools_for(child, depth=record.depth)  # ruled like any tool (deny task)
+            child.add_tools(self.engine.child_tools(self._ruled().apply(agent, own)))
             self._sessions[sid] = child
         return child
+
+    def _ruled(self) -> Permissions:
+        """The permission rules a child's own tools (task, team) go through, asked as its
+        other tools are (the run's approver, else its waiter)."""
+        return Permissions(self.config, self.runtime.approver)
 
     def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord:
         """A child another process spawned, rebuilt from its store row and this process's config

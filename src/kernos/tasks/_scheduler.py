@@ -524,9 +524,12 @@ class TaskScheduler:
         return [record for record in list(self.records.values()) if self.cancel(record, reason)]
 
     def interrupt(self, record: TaskRecord) -> bool:
-        """Stop a running child after its current step; its status becomes ``interrupted``."""
+        """Stop a running child after its current step; its status becomes ``interrupted``. A
+        child waiting for a person stops waiting: its request is denied as ``interrupted``
+        (:class:`kernos.tasks._approvals.TaskWaiter`)."""
         durable = self.engine.replays
-        if record.status != TaskStatus.RUNNING or (record.session is None and not durable):
+        stoppable = record.status in (TaskStatus.RUNNING, TaskStatus.WAITING)
+        if not stoppable or (record.session is None and not durable):
             return False
         if durable:
             # in the store, committed: the executor running it, in whichever process, stops it
@@ -582,7 +585,8 @@ class TaskScheduler:
             cancels, interrupts = await asyncio.to_thread(self.store.control_requests)
             for task_id in interrupts:
                 record = self.records.get(task_id)
-                if record is None or record.status != TaskStatus.RUNNING or record.interrupt:
+                stoppable = (TaskStatus.RUNNING, TaskStatus.WAITING)
+                if record is None or record.status not in stoppable or record.interrupt:
                     continue
                 if record.session is not None:
                     record.interrupt = True

@@ -198,7 +198,7 @@ class Teams:
         when it is an MCP host (``kernos mcp``: a host lists its tools once)."""
         if lead.session_id not in self.leads:
             self.leads[lead.session_id] = lead
-            lead.add_tools(self.tools(lead, None, LEAD_TOOLS))
+            lead.add_tools(self._ruled(lead, self.tools(lead, None, LEAD_TOOLS)))
 
     def seat(self, task_id: str) -> Seat | None:
         if task_id not in self.seats:
@@ -212,7 +212,15 @@ class Teams:
         if seat is not None and "team_send" not in child.tools:
             # steps on the DBOS engine, as a child's other tools: a replayed run answers what
             # its first attempt answered, and a send in flight at a crash keeps its send key
-            child.add_tools(self.manager.engine.child_tools(self.tools(child, seat, MEMBER_TOOLS)))
+            ruled = self._ruled(child, self.tools(child, seat, MEMBER_TOOLS))
+            child.add_tools(self.manager.engine.child_tools(ruled))
+
+    def _ruled(self, session: Session, specs: list[ToolSpec[Any]]) -> list[ToolSpec[Any]]:
+        """``specs`` through the permission rules of ``session``'s agent, like any tool."""
+        from kernos.runtime import Permissions
+
+        rules = Permissions(self.manager.config, self.manager.runtime.approver)
+        return rules.apply(session.agent, specs)
 
     def guidance(self, record: TaskRecord, names: Sequence[str]) -> str | None:
         """The hidden guidance a member's first message ends with."""
