@@ -46,46 +46,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
-import hmac
-import ipaddress
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from importlib import resources
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from kernos._app import TOOLSETS, SharedMcpServers, ToolsetFactory
 from kernos._app import agent_session as _agent_session
 from kernos._serve_approve import HostApprover, hosted_call
-from kernos._serve_resources import (
-    TASK_MIME,
-    TASK_TEMPLATE,
-    task_id_of,
-    task_text,
-    task_title,
-    task_uri,
-    unknown_task_message,
-)
 from kernos.boundary import (
     ToolContext,
-    ToolError,
     ToolResult,
     ToolSpec,
     call_tool,
     clean_text,
-    non_blank_text,
 )
 from kernos.runtime import (
     ConfigError,
     Runtime,
     Session,
-    WorkspacePolicy,
-    WorkspaceRefused,
     cancel_toolsets,
     scrub_result,
     shielded,
@@ -96,36 +76,30 @@ if TYPE_CHECKING:
     from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
-    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from kernos.tasks import TaskStore
+from kernos._serve_http import _SESSION, _STDIO, _connection, _has_token, _shown, _Transports
+from kernos._serve_http import DEFAULT_MAX_SESSIONS as DEFAULT_MAX_SESSIONS
+from kernos._serve_http import DEFAULT_SESSION_IDLE as DEFAULT_SESSION_IDLE
+from kernos._serve_http import LOOPBACK_NAMES as LOOPBACK_NAMES
+from kernos._serve_http import BearerToken as BearerToken
+from kernos._serve_http import hide_session_ids as hide_session_ids
+from kernos._serve_http import is_loopback as is_loopback
+from kernos._serve_http import parse_http as parse_http
+from kernos._serve_http import session_tag as session_tag
+from kernos._serve_tools import HOST_AGENT, HOST_SESSION, compress_tool
+from kernos._serve_tools import MODEL_TOOLS as MODEL_TOOLS
+from kernos._serve_tools import CompressArgs as CompressArgs
+from kernos._serve_tools import compress_description as compress_description
+from kernos._serve_tools import model_config_error as model_config_error
+from kernos._serve_watch import _Subscriptions, _Watched
 
 log = logging.getLogger("kernos.serve")
 
 #: ``--foreground-wait`` when not given: hosts cut a call at about 60 s.
 DEFAULT_FOREGROUND_WAIT = 50.0
 
-#: ``--session-idle`` when not given: an HTTP session without a request this long is closed
-DEFAULT_SESSION_IDLE = 30 * 60.0
-
-#: ``--max-sessions`` when not given: HTTP sessions open at once (past it: HTTP 503)
-DEFAULT_MAX_SESSIONS = 64
-
-#: the hosts ``--http`` accepts without a token (anything else needs ``--token-env``)
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-
-_STDIO = "stdio"
 _STATELESS = "http"  # 2026-07-28 HTTP requests carry no session: they share one kernos session
-_SESSION = "session:"  # + the SDK's id of an HTTP session it verified
-
-
-def session_tag(session_id: str) -> str:
-    """What logs show for an MCP session id: 8 hex characters of its SHA-256 (not reversible)."""
-    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:8]
-
-
-def _shown(key: str) -> str:
-    return f"http session {session_tag(key[len(_SESSION) :])}" if key.startswith(_SESSION) else key
 
 
 # -- the seam: one agent session with all its tools -------------------------------------------
@@ -165,118 +139,7 @@ async def agent_session(
             await shielded(cancel_toolsets(opened, "its MCP session ended"))
 
 
-# -- a server without a usable model ----------------------------------------------------------
-
-#: the ``usage_calls`` session and agent of the calls the MCP host itself makes
-HOST_SESSION = "mcp"
-HOST_AGENT = "mcp-host"
-
-#: the served tools that need a model, and whose model: the agent's (``None``) or ``compress``'s
-MODEL_TOOLS: dict[str, str | None] = {"task": None, "task_send": None, "compress": "compress"}
-
-
-def model_config_error(tool: str, error: ConfigError) -> ToolResult:
-    """The coded ``config_error`` a tool that needs the model answers when there is none."""
-    if error.key == "default_model":
-        what = "no model is configured"
-        fix = (
-            'add "KERNOS_MODEL": "<provider:model>" (and the provider\'s key, e.g. '
-            '"OPENAI_API_KEY") to the `env` of the kernos server in your MCP host\'s config, or '
-            "set default_model in kernos.toml"
-        )
-    else:
-        what = error.problem
-        fix = f'add "{error.key}" to the `env` of the kernos server in your MCP host\'s config'
-        if error.file != "(config)":
-            fix += f" (or fix {error.key} in {error.file})"
-    return ToolResult.from_error(
-        ToolError(
-            "config_error",
-            f"`{tool}` needs a model and this kernos server has none it can use: {what}. To fix "
-            f"it, {fix}, then restart the server. The other tools work without it.",
-            {"key": error.key},
-        ),
-        stage="semantic",
-        tool=tool,
-    )
-
-
-# -- compress ----------------------------------------------------------------------------------
-
-
-class CompressArgs(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    path: str
-    rounds: int = Field(default=3, ge=1, le=10)
-
-
-def _prepare_compress(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        return {}
-    out: dict[str, Any] = {}
-    path = non_blank_text(raw.get("path"))
-    if path is not None:
-        out["path"] = path
-    rounds = raw.get("rounds")
-    if isinstance(rounds, int) or non_blank_text(rounds) is not None:
-        out["rounds"] = rounds
-    return out
-
-
-def compress_description() -> str:
-    """What the host's model reads about ``compress`` (``_serve_compress.md``)."""
-    return resources.files("kernos").joinpath("_serve_compress.md").read_text("utf-8").strip()
-
-
-def compress_tool(runtime: Runtime) -> ToolSpec[CompressArgs]:
-    """``compress(path, rounds)``: the audited protocol on one workspace file, rewritten in place
-    only when a draft is approved."""
-
-    async def run(params: CompressArgs, ctx: ToolContext) -> ToolResult:
-        from kernos.compress import Status, compress_files, tool_report
-
-        try:
-            policy = WorkspacePolicy.from_config(runtime.config)
-            path = policy.resolve(params.path, what="compress path")
-        except WorkspaceRefused as exc:
-            raise ToolError("path_refused", str(exc)) from None
-        model = runtime.model(runtime.model_name("compress"))
-        (report,) = await compress_files(
-            [path], model=model, rounds=params.rounds, in_place=True, store=runtime.store
-        )
-        return ToolResult(
-            tool_report(report),
-            {"report": report.to_json()},
-            is_error=report.status is not Status.APPROVED,
-        )
-
-    return ToolSpec(
-        name="compress",
-        description=compress_description(),
-        params=CompressArgs,
-        execute=run,
-        prepare=_prepare_compress,
-        max_retries=runtime.config.retries,
-    )
-
-
 # -- the server ----------------------------------------------------------------------------------
-
-
-#: seconds between looks at the subscribed tasks of a connection (their row and newest event)
-WATCH_INTERVAL = 0.2
-
-
-@dataclasses.dataclass
-class _Watched:
-    """Resource subscriptions: each URI with what its task looked like when last seen, how to
-    say it changed (``notifications/resources/updated`` on a 2025-11-25 connection, an event of
-    a 2026-07-28 ``subscriptions/listen`` stream) and the task that watches."""
-
-    notify: Callable[[str], Awaitable[None]]
-    uris: dict[str, tuple[Any, ...]]
-    task: asyncio.Task[None] | None = None
 
 
 @dataclasses.dataclass
@@ -289,7 +152,7 @@ class _Hosted:
     task: asyncio.Task[None]
 
 
-class KernosMcpServer:
+class KernosMcpServer(_Subscriptions, _Transports):
     """kernos's tools over MCP for one agent: a low-level SDK server plus the sessions of its
     connections.
 
@@ -509,166 +372,6 @@ class KernosMcpServer:
             content=[mcp_types.TextContent(text=result.text)], is_error=result.is_error
         )
 
-    # -- resources: the connection's tasks -------------------------------------------------
-    @property
-    def task_store(self) -> TaskStore:
-        """The task records, in the runtime's store."""
-        if self._task_store is None:
-            from kernos.tasks import TaskStore
-
-            self._task_store = TaskStore(self.runtime.store)
-        return self._task_store
-
-    async def _list_resources(
-        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
-    ) -> mcp_types.ListResourcesResult:
-        import mcp_types
-
-        session = await self.session_for(*self._key(ctx))
-        return mcp_types.ListResourcesResult(
-            resources=[
-                mcp_types.Resource(
-                    uri=task_uri(row["id"]),
-                    name=row["id"],
-                    title=task_title(row),
-                    description=row.get("summary") or row.get("label") or None,
-                    mime_type=TASK_MIME,
-                )
-                for row in self.task_store.children(session.session_id)
-            ]
-        )
-
-    async def _list_resource_templates(
-        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.PaginatedRequestParams | None
-    ) -> mcp_types.ListResourceTemplatesResult:
-        import mcp_types
-
-        return mcp_types.ListResourceTemplatesResult(
-            resource_templates=[
-                mcp_types.ResourceTemplate(
-                    uri_template=TASK_TEMPLATE,
-                    name="task",
-                    title="A kernos task of this connection",
-                    description="The task's status and transcript (what `kernos tasks show` "
-                    "and `kernos tasks output` print).",
-                    mime_type=TASK_MIME,
-                )
-            ]
-        )
-
-    def _own_task(self, session: Session, uri: str) -> dict[str, Any]:
-        """The row of the task ``uri`` names, when it is a task of ``session``.
-
-        Raises:
-            MCPError: ``INVALID_PARAMS``, the URI names no task of this connection.
-        """
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import INVALID_PARAMS
-
-        task_id = task_id_of(uri)
-        row = self.task_store.get(task_id) if task_id is not None else None
-        if row is None or row["parent_session"] != session.session_id:
-            raise MCPError(INVALID_PARAMS, unknown_task_message(uri), {"uri": uri})
-        return row
-
-    async def _read_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.ReadResourceRequestParams
-    ) -> mcp_types.ReadResourceResult:
-        import mcp_types
-
-        session = await self.session_for(*self._key(ctx))
-        row = self._own_task(session, params.uri)
-        text = task_text(row, self.task_store.events(row["id"]))
-        content = mcp_types.TextResourceContents(uri=params.uri, text=text, mime_type=TASK_MIME)
-        return mcp_types.ReadResourceResult(contents=[content])
-
-    async def _subscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.SubscribeRequestParams
-    ) -> mcp_types.EmptyResult:
-        import mcp_types
-
-        key, _ = self._key(ctx)
-        session = await self.session_for(*self._key(ctx))
-        row = self._own_task(session, params.uri)
-        watched = self._watched.get(key)
-        if watched is None:
-            notify = _connection(ctx).send_resource_updated
-            watched = self._watched[key] = _Watched(notify, {})
-        watched.uris[params.uri] = self._looks(row)
-        if watched.task is None or watched.task.done():
-            watched.task = asyncio.get_running_loop().create_task(
-                self._watch(watched), name=f"kernos-mcp-watch-{_shown(key)}"
-            )
-        return mcp_types.EmptyResult()
-
-    async def _unsubscribe(
-        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.UnsubscribeRequestParams
-    ) -> mcp_types.EmptyResult:
-        import mcp_types
-
-        key, _ = self._key(ctx)
-        watched = self._watched.get(key)
-        if watched is not None:
-            watched.uris.pop(params.uri, None)
-            if not watched.uris:
-                self._unwatch(key)
-        return mcp_types.EmptyResult()
-
-    def _looks(self, row: dict[str, Any] | None) -> tuple[Any, ...]:
-        """What a task looks like to its readers: its row's last change and newest event."""
-        if row is None:
-            return ()
-        return (row["status"], row["updated_at"], self.task_store.last_seq(row["id"]))
-
-    async def _watch(self, watched: _Watched) -> None:
-        """Send ``notifications/resources/updated`` for each subscribed task that changed, until
-        the connection's session closes or nothing is subscribed."""
-        while watched.uris:
-            await asyncio.sleep(WATCH_INTERVAL)
-            for uri, seen in list(watched.uris.items()):
-                task_id = task_id_of(uri)
-                now = self._looks(self.task_store.get(task_id) if task_id else None)
-                if now == seen or uri not in watched.uris:
-                    continue
-                watched.uris[uri] = now
-                try:
-                    await watched.notify(uri)
-                except Exception as exc:  # the host went away: its session closes on its own
-                    log.info("mcp: resource update for %s not delivered: %s", uri, exc)
-                    return
-
-    async def _subscriptions_listen(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        params: mcp_types.SubscriptionsListenRequestParams,
-    ) -> mcp_types.SubscriptionsListenResult:
-        """A 2026-07-28 ``subscriptions/listen`` stream (the SDK's handler): while it is open,
-        each of its resource URIs that names a task of this session is watched, and a change is
-        an event on it."""
-        from mcp.server.subscriptions import ResourceUpdated
-        from mcp.shared.exceptions import MCPError
-
-        async def publish(uri: str) -> None:
-            await self._bus.publish(ResourceUpdated(uri=uri))
-
-        session = await self.session_for(*self._key(ctx))
-        watched = _Watched(publish, {})
-        for uri in params.notifications.resource_subscriptions or ():
-            with contextlib.suppress(MCPError):  # another's task, or none: never fires
-                watched.uris[uri] = self._looks(self._own_task(session, uri))
-        if watched.uris:
-            watched.task = asyncio.get_running_loop().create_task(self._watch(watched))
-        try:
-            return await self._listen(ctx, params)
-        finally:
-            if watched.task is not None:
-                watched.task.cancel()
-
-    def _unwatch(self, key: str) -> None:
-        watched = self._watched.pop(key, None)
-        if watched is not None and watched.task is not None:
-            watched.task.cancel()
-
     async def call(
         self,
         session: Session,
@@ -759,171 +462,3 @@ class KernosMcpServer:
             if not job.done():
                 job.cancel()  # the request was cancelled: the tool's own cleanup runs in it
                 await asyncio.gather(job, return_exceptions=True)
-
-    # -- transports ------------------------------------------------------------------------
-    async def serve_stdio(self) -> None:
-        """Serve one host over stdin/stdout until it closes stdin."""
-        from mcp.server.stdio import stdio_server
-
-        try:
-            async with stdio_server() as (read, write):
-                await self.session_for(_STDIO)  # config errors surface before the first request
-                await self.server.run(read, write, self.server.create_initialization_options())
-        finally:
-            await self.aclose()
-
-    def http_app(
-        self,
-        host: str,
-        port: int,
-        token: str | None,
-        *,
-        session_idle: float | None = DEFAULT_SESSION_IDLE,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-    ) -> ASGIApp:
-        """The Streamable HTTP app at ``/mcp``: DNS-rebinding protection on, a bearer token
-        checked on every request when ``token`` is set, sessions closed after ``session_idle``
-        seconds without a request (``None``: never) and at most ``max_sessions`` open (HTTP 503
-        past it)."""
-        from mcp.server.transport_security import TransportSecuritySettings
-
-        hosts = {host, *(LOOPBACK_NAMES if is_loopback(host) else ())}
-        shown = [f"[{h}]" if ":" in h else h for h in hosts]
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=[f"{h}:{port}" for h in shown] + [f"{h}:*" for h in shown],
-            allowed_origins=[f"http://{h}:{port}" for h in shown]
-            + [f"http://{h}:*" for h in shown],
-        )
-        _hide_session_ids()
-        app = self.server.streamable_http_app(
-            streamable_http_path="/mcp",
-            transport_security=security,
-            host=host,
-            session_idle_timeout=session_idle,
-            max_sessions=max_sessions,
-        )
-        return BearerToken(app, token) if token else app
-
-    async def serve_http(
-        self,
-        host: str,
-        port: int,
-        token: str | None,
-        *,
-        session_idle: float | None = DEFAULT_SESSION_IDLE,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-    ) -> None:
-        """Serve Streamable HTTP until cancelled (see :meth:`http_app`)."""
-        import uvicorn
-
-        config = uvicorn.Config(
-            self.http_app(host, port, token, session_idle=session_idle, max_sessions=max_sessions),
-            host=host,
-            port=port,
-            log_level="warning",
-            lifespan="on",
-            timeout_graceful_shutdown=2,
-        )
-        server = uvicorn.Server(config)
-        # kernos owns the signals (run_until_signal); uvicorn would re-raise them after shutdown
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-        self.http_server = server
-        job = asyncio.ensure_future(server.serve())
-        try:
-            await asyncio.shield(job)
-        except asyncio.CancelledError:
-            server.should_exit = True  # a graceful stop: open streams end, then the lifespan
-            await shielded(asyncio.gather(job, return_exceptions=True))
-            raise
-        finally:
-            await self.aclose()
-
-
-def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
-    """The SDK's per-client :class:`~mcp.server.connection.Connection` of a request: its
-    ``session_id`` (set by the session manager, ``None`` on stdio and 2026-07-28 HTTP) and its
-    ``exit_stack`` (unwound when the SDK closes the session). mcp 2.3 hands low-level handlers a
-    ``ServerRequestContext`` that does not expose it (``mcp/server/context.py``: ``Context`` with
-    ``.connection`` is "not currently constructed"); its ``ServerSession`` holds it. The one
-    place kernos reads an SDK private."""
-    return ctx.session._connection
-
-
-#: SDK ids (``uuid4().hex``), and whatever follows "session ID:" in the SDK's own log lines
-_SESSION_IDS = re.compile(r"\b[0-9a-fA-F]{32}\b|(?<=session ID: )\S+", re.IGNORECASE)
-
-
-def hide_session_ids(text: str) -> str:
-    """``text`` with every MCP session id replaced by its :func:`session_tag`."""
-    return _SESSION_IDS.sub(lambda m: f"<session {session_tag(m.group())}>", text)
-
-
-class _HideSessionIds(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        hidden = hide_session_ids(message)
-        if hidden != message:
-            record.msg, record.args = hidden, None
-        return True
-
-
-def _hide_session_ids() -> None:
-    """The SDK's HTTP transport logs session ids (a warning reaches stderr): tag them instead."""
-    for name in ("mcp.server.streamable_http_manager", "mcp.server.streamable_http"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _HideSessionIds) for f in logger.filters):
-            logger.addFilter(_HideSessionIds())
-
-
-def _has_token(ctx: ServerRequestContext[Any, Any] | None) -> bool:
-    meta = ctx.meta if ctx is not None else None
-    return bool(meta) and (
-        meta.get("progressToken") is not None or meta.get("progress_token") is not None  # type: ignore[union-attr]
-    )
-
-
-def is_loopback(host: str) -> bool:
-    """``host`` names this machine only (``127.0.0.1``, ``::1``, ``localhost``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-class BearerToken:
-    """Refuses every HTTP request without ``Authorization: Bearer <token>`` (401)."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                from starlette.responses import PlainTextResponse
-
-                response = PlainTextResponse(
-                    "missing or wrong bearer token: send Authorization: Bearer <token>",
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def parse_http(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as ``(host, port)``.
-
-    Raises:
-        ValueError: not HOST:PORT, or a port outside 1-65535 (0 is allowed: any free port).
-    """
-    host, sep, port = value.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--http {value!r} is not HOST:PORT; pass e.g. 127.0.0.1:8765")
-    return host, int(port)

@@ -114,10 +114,11 @@ async def test_a_follower_on_postgres_reads_a_status_change_when_it_commits(
     an hour long, the child is still followed to its end and its notice delivered once. (The
     last child's end reached the run up to a poll, 0.25 s, late: part of every run's end.)"""
     from kernos.tasks import _dbos
+    from kernos.tasks._dbos import _follow  # where the follower reads it
 
     use_dbos(project, run_executes="false")
     monkeypatch.setenv("KERNOS_STORE_URL", fresh_postgres_url)
-    monkeypatch.setattr(_dbos, "FOLLOW_SECONDS", 3600.0)
+    monkeypatch.setattr(_follow, "FOLLOW_SECONDS", 3600.0)
     server.script(text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True))
     worker = start(project, server, "worker")
     procs.append(worker)

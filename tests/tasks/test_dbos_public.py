@@ -22,7 +22,9 @@ from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
 from kernos.testing import FakeOpenAIServer, text
 
-ENGINE = Path(__file__).parents[2] / "src" / "kernos" / "tasks" / "_dbos.py"
+ENGINE = Path(__file__).parents[2] / "src" / "kernos" / "tasks" / "_dbos"
+#: every module of the engine, one text
+SOURCE = "\n".join(p.read_text("utf-8") for p in sorted(ENGINE.rglob("*.py")))
 MODEL = "openai-chat:test"
 
 
@@ -52,7 +54,7 @@ def private_uses(source: str) -> list[str]:
 
 def test_the_engine_uses_only_dbos_s_public_api() -> None:
     """A DBOS upgrade may change its private names silently; the engine uses none."""
-    assert private_uses(ENGINE.read_text("utf-8")) == []
+    assert private_uses(SOURCE) == []
 
 
 def test_the_check_finds_each_kind_of_private_use() -> None:
@@ -78,7 +80,7 @@ def test_the_portable_json_serializer_is_the_configured_one() -> None:
     from dbos import DBOSPortableJSONSerializer
 
     assert DBOSPortableJSONSerializer().name() == "portable_json"
-    assert "DBOSPortableJSONSerializer()" in ENGINE.read_text("utf-8")
+    assert "DBOSPortableJSONSerializer()" in SOURCE
 
 
 async def test_a_first_run_s_queues_are_in_the_database_when_dbos_launches(

@@ -179,10 +179,10 @@ async def queued_child(project: Path) -> tuple[Runtime, TaskManager, Any, Any]:
 
 @pytest.fixture
 def quick_guard(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernos.tasks import _dbos
+    from kernos.tasks._dbos import _follow  # where the follower reads them
 
-    monkeypatch.setattr(_dbos, "ORPHAN_CHECK_SECONDS", 0.1)
-    monkeypatch.setattr(_dbos, "ORPHAN_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(_follow, "ORPHAN_CHECK_SECONDS", 0.1)
+    monkeypatch.setattr(_follow, "ORPHAN_GRACE_SECONDS", 0.5)
 
 
 @pytest.mark.parametrize("how", ["cancelled", "deleted"])

@@ -16,7 +16,7 @@ from kernos.tasks._engine import LocalEngine, TaskEngine
 from kernos.tasks._scheduler import TaskScheduler
 
 TASKS = Path(kernos.__file__).parent / "tasks"
-SOURCES = sorted(TASKS.glob("*.py"))
+SOURCES = sorted([*TASKS.glob("*.py"), *TASKS.glob("_dbos/*.py")])
 
 
 def _is_engine(node: ast.expr) -> bool:
@@ -71,8 +71,9 @@ def test_nothing_probes_an_engine_or_its_scheduler() -> None:
 
 def test_engines_call_only_public_scheduler_methods() -> None:
     private = []
-    for name in ("_engine.py", "_dbos.py"):
-        tree = ast.parse((TASKS / name).read_text())
+    for path in [TASKS / "_engine.py", *sorted((TASKS / "_dbos").glob("*.py"))]:
+        name = path.name
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Attribute)

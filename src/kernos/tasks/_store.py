@@ -9,184 +9,27 @@ a reader never sees an older state than a writer set.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from kernos.runtime import ApprovalStore, Store, open_usage, redact
-from kernos.tasks._state import ACTIVE, Residency, TaskStatus
-
-log = logging.getLogger("kernos.tasks")
-
-MIGRATIONS = [
-    (
-        1,
-        "tasks and task events",
-        """
-        CREATE TABLE tasks (
-            id TEXT PRIMARY KEY,
-            parent_session TEXT NOT NULL,
-            child_session TEXT,
-            depth INTEGER NOT NULL DEFAULT 1,
-            name TEXT,
-            summary TEXT,
-            description TEXT,
-            label TEXT NOT NULL DEFAULT '',
-            prompt TEXT NOT NULL DEFAULT '',
-            target_kind TEXT NOT NULL,
-            target TEXT NOT NULL,
-            model TEXT NOT NULL,
-            background INTEGER NOT NULL DEFAULT 0,
-            status TEXT NOT NULL,
-            residency TEXT NOT NULL,
-            run_epoch INTEGER NOT NULL DEFAULT 1,
-            owner_pid INTEGER,
-            final_text TEXT,
-            error TEXT,
-            created_at REAL NOT NULL,
-            started_at REAL,
-            finished_at REAL,
-            updated_at REAL NOT NULL
-        );
-        CREATE INDEX tasks_parent ON tasks(parent_session);
-        CREATE INDEX tasks_status ON tasks(status);
-        CREATE TABLE task_events (
-            task_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            type TEXT NOT NULL,
-            payload TEXT NOT NULL DEFAULT '{}',
-            created_at REAL NOT NULL,
-            PRIMARY KEY (task_id, seq)
-        )
-        """,
-    ),
-    (
-        2,
-        "owner start time and cancel requests",
-        """
-        ALTER TABLE tasks ADD COLUMN owner_started TEXT;
-        ALTER TABLE tasks ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0
-        """,
-    ),
-    (
-        3,
-        "the tools a child was granted",
-        # a JSON list of tool names, so a later run can rebuild the child with the same tools
-        """
-        ALTER TABLE tasks ADD COLUMN tools TEXT
-        """,
-    ),
-    (
-        4,
-        "executors: who runs each task, heartbeats, notice claims",
-        """
-        ALTER TABLE tasks ADD COLUMN executor TEXT;
-        ALTER TABLE tasks ADD COLUMN engine TEXT NOT NULL DEFAULT 'local';
-        ALTER TABLE tasks ADD COLUMN grants TEXT NOT NULL DEFAULT '[]';
-        ALTER TABLE tasks ADD COLUMN notified_epoch INTEGER NOT NULL DEFAULT 0;
-        CREATE TABLE task_executors (
-            id TEXT PRIMARY KEY,
-            beat_at REAL NOT NULL,
-            started_at REAL NOT NULL
-        );
-        CREATE TABLE task_leases (
-            name TEXT PRIMARY KEY,
-            holder TEXT NOT NULL,
-            until REAL NOT NULL
-        )
-        """,
-    ),
-    (
-        5,
-        "event keys of durable runs",
-        # a child run that DBOS resumes replays its completed part and writes those events
-        # again: each carries a key that is the same on every replay (run epoch and ordinal),
-        # so the store keeps the first; other events have none (NULLs never collide)
-        """
-        ALTER TABLE task_events ADD COLUMN run_key TEXT;
-        CREATE UNIQUE INDEX task_events_run_key ON task_events(task_id, run_key)
-        """,
-    ),
-    (
-        6,
-        "a durable inbox and interrupt requests of durable runs",
-        # task_send to an active child on the DBOS engine: the message waits here until the
-        # run that executes the child (in any process) takes it after a prompt; ``taken_by``
-        # is that take's key (run epoch and the take's ordinal), so a replayed run takes the
-        # same batch again. ``interrupt_epoch``: the run asked to stop after its current step
-        """
-        CREATE TABLE task_inbox (
-            task_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            message TEXT NOT NULL,
-            taken_by TEXT,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (task_id, seq)
-        );
-        ALTER TABLE tasks ADD COLUMN interrupt_epoch INTEGER NOT NULL DEFAULT 0
-        """,
-    ),
-    (
-        7,
-        "the queues each executor serves",
-        # a JSON list of DBOS queue names; NULL: every queue (what an executor written before
-        # this column served). The reaper splits each queue's limit among the live executors
-        # that serve it, so a burst of children spreads over the fleet
-        """
-        ALTER TABLE task_executors ADD COLUMN queues TEXT
-        """,
-    ),
-    (
-        8,
-        "send keys of durable runs",
-        # a task_send from a durable run commits its message before DBOS records the step: a
-        # run resumed after a crash there sends it again, under the same key (the calling
-        # step's workflow and step id), and the inbox keeps the first; sends outside a durable
-        # run have none (NULLs never collide)
-        """
-        ALTER TABLE task_inbox ADD COLUMN send_key TEXT;
-        CREATE UNIQUE INDEX task_inbox_send_key ON task_inbox(task_id, send_key)
-        """,
-    ),
-    (
-        9,
-        "the application version each executor runs",
-        # DBOS runs only the workflows of its own application version: after an upgrade, the
-        # reaper ends ``lost`` a child whose workflow is of a version no live executor runs
-        # (it would wait forever). NULL: an executor written before this column, which may
-        # run any version
-        """
-        ALTER TABLE task_executors ADD COLUMN app_version TEXT
-        """,
-    ),
-]
-
-_COLUMNS = frozenset(
-    {
-        "id", "parent_session", "child_session", "depth", "name", "summary", "description",
-        "label", "prompt", "target_kind", "target", "model", "background", "status", "residency",
-        "run_epoch", "owner_pid", "owner_started", "final_text", "error", "created_at",
-        "started_at", "finished_at", "updated_at", "cancel_requested", "tools", "executor",
-        "engine", "grants", "notified_epoch", "interrupt_epoch",
-    }
-)  # fmt: skip
-
-
-_STILL_ACTIVE = " AND status IN (" + ", ".join(f"'{s}'" for s in sorted(ACTIVE)) + ")"
-
-_INSERT_EVENT = (
-    "INSERT INTO task_events (task_id, seq, type, payload, created_at) "
-    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM task_events WHERE task_id = ?"
+from kernos.runtime import Store, open_usage, redact
+from kernos.tasks._state import ACTIVE, TaskStatus
+from kernos.tasks._store_fleet import _Executors
+from kernos.tasks._store_render import progress_payload as progress_payload
+from kernos.tasks._store_render import progress_text as progress_text
+from kernos.tasks._store_render import render_event as render_event
+from kernos.tasks._store_schema import (
+    _COLUMNS,
+    _INSERT_EVENT,
+    _INSERT_KEYED_EVENT,
+    _ROWS_AT_ONCE,
+    _STILL_ACTIVE,
 )
-#: an event of a durable run: a key the task already has is a replay of it, and kept once
-_INSERT_KEYED_EVENT = (
-    "INSERT INTO task_events (task_id, seq, type, payload, created_at, run_key) "
-    "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM task_events WHERE task_id = ? "
-    "ON CONFLICT (task_id, run_key) DO NOTHING"
-)
+from kernos.tasks._store_schema import MIGRATIONS as MIGRATIONS
+from kernos.tasks._store_schema import STATUS_CHANNEL as STATUS_CHANNEL
 
 
 def process_start(pid: int) -> str | None:
@@ -213,18 +56,11 @@ def process_alive(pid: int, started: str | None) -> bool:
     return now is None or now == started
 
 
-#: ids per query of :meth:`TaskStore.rows` (well below either database's parameter limit)
-_ROWS_AT_ONCE = 500
-
 _OWNER_PID = os.getpid()
 _OWNER_STARTED = process_start(_OWNER_PID)
 
 
-#: the PostgreSQL channel a task's status change is announced on (its id), when it commits
-STATUS_CHANNEL = "kernos_task_status"
-
-
-class TaskStore:
+class TaskStore(_Executors):
     """Task rows and their events in the runtime's store, SQLite or PostgreSQL (migration
     namespace ``tasks``)."""
 
@@ -618,230 +454,6 @@ class TaskStore:
                 ).fetchall()
         return [message for _, message in sorted((row[0], row[1]) for row in taken)], False
 
-    # -- executors (the DBOS engine) -----------------------------------------------------------
-    def claim(self, task_id: str, executor: str) -> bool:
-        """Take an active task no executor runs yet for ``executor`` (or one the reaper already
-        gave it); ``False`` when it is not there to take (cancelled, lost, done, taken)."""
-        return task_id in self.take(executor, [task_id])
-
-    def take(self, executor: str, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """:meth:`claim` each of ``task_ids`` for ``executor``; the rows taken, by id, as they
-        are now (what a worker rebuilds each child from).
-
-        Conditional updates (:meth:`kernos.runtime.Store.write_now`), one per 500 ids:
-        of executors taking the same task at once exactly one gets it, without the writer's
-        lock, and a worker that sixty children reach at once asks once, not sixty times.
-        """
-        taken: dict[str, dict[str, Any]] = {}
-        ids = list(dict.fromkeys(task_ids))
-        for start in range(0, len(ids), _ROWS_AT_ONCE):
-            chunk = ids[start : start + _ROWS_AT_ONCE]
-            marks = ", ".join("?" for _ in chunk)
-            rows = self.store.write_now(
-                f"UPDATE tasks SET executor = ?, updated_at = ? WHERE id IN ({marks})"
-                f"{_STILL_ACTIVE} AND (executor IS NULL OR executor = ?) RETURNING *",
-                (executor, time.time(), *chunk, executor),
-            )
-            taken.update((row["id"], dict(row)) for row in rows)
-        return taken
-
-    def claim_notice(self, task_id: str, epoch: int) -> bool:
-        """Claim the completion notice of ``task_id``'s run ``epoch``: ``True`` exactly once,
-        whichever processes ask at the same time."""
-        return task_id in self.claim_notices([(task_id, epoch)])
-
-    def claim_notices(self, runs: Sequence[tuple[str, int]]) -> set[str]:
-        """:meth:`claim_notice` for each ``(task id, epoch)``: the ids whose notice this call
-        claimed. One conditional ``UPDATE`` per epoch (and 500 ids), see :meth:`take`."""
-        by_epoch: dict[int, list[str]] = {}
-        for task_id, epoch in runs:
-            by_epoch.setdefault(epoch, []).append(task_id)
-        claimed: set[str] = set()
-        for epoch, task_ids in sorted(by_epoch.items()):
-            ids = list(dict.fromkeys(task_ids))
-            for start in range(0, len(ids), _ROWS_AT_ONCE):
-                chunk = ids[start : start + _ROWS_AT_ONCE]
-                marks = ", ".join("?" for _ in chunk)
-                rows = self.store.write_now(
-                    f"UPDATE tasks SET notified_epoch = ? WHERE id IN ({marks}) "
-                    "AND notified_epoch < ? RETURNING id",
-                    (epoch, *chunk, epoch),
-                )
-                claimed.update(row["id"] for row in rows)
-        return claimed
-
-    def deliver_notice(self, task_id: str, epoch: int, parent_session: str, message: str) -> bool:
-        """Claim the completion notice of ``task_id``'s run ``epoch`` and put ``message`` in the
-        inbox of the task whose session is ``parent_session`` (a durable child that spawned
-        it), in one transaction: ``True`` exactly once, whichever processes deliver it at the
-        same time (its executor, a follower, the parent's rebuild); a replay of the parent's
-        take then gets it again under its key (:meth:`take_messages`). ``False``: claimed
-        already, or ``parent_session`` is no task's (nothing is claimed then).
-
-        The inbox takes it whatever the parent's status: a parent run that ended first reads it
-        when it is continued (``task_send``), as a local parent does its queued notices."""
-        self.flush()  # the end it reports first: no one reads the notice of a run still active
-        now = time.time()
-        with self.store.transaction() as conn:
-            found = (
-                conn.execute(  # child sessions are named after their tasks: by key first
-                    "SELECT id FROM tasks WHERE id = ? AND child_session = ?",
-                    ("t_" + parent_session.removeprefix("s_"), parent_session),
-                ).fetchall()
-                or conn.execute(
-                    "SELECT id FROM tasks WHERE child_session = ? ORDER BY created_at LIMIT 1",
-                    (parent_session,),
-                ).fetchall()
-            )
-            if not found:
-                return False
-            parent = found[0][0]
-            cursor = conn.execute(
-                "UPDATE tasks SET notified_epoch = ? WHERE id = ? AND notified_epoch < ?",
-                (epoch, task_id, epoch),
-            )
-            if not cursor.rowcount:
-                return False
-            conn.execute(
-                "INSERT INTO task_inbox (task_id, seq, message, created_at) "
-                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM task_inbox WHERE task_id = ?",
-                (parent, redact(message), now, parent),
-            )
-        return True
-
-    def beat(
-        self,
-        executor: str,
-        queues: Sequence[str] | None = None,
-        *,
-        app_version: str | None = None,
-    ) -> None:
-        """This executor is alive now, serving ``queues`` (``None``: every queue), running
-        DBOS workflows of ``app_version`` (``None``: it does not say, as an executor of a
-        kernos before the column: it may run any version)."""
-        self.flush()
-        now = time.time()
-        served = None if queues is None else json.dumps(sorted(queues))
-        with self.store.transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE task_executors SET beat_at = ?, queues = ?, app_version = ? WHERE id = ?",
-                (now, served, app_version, executor),
-            )
-            if not cursor.rowcount:
-                conn.execute(
-                    "INSERT INTO task_executors (id, beat_at, started_at, queues, app_version) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (executor, now, now, served, app_version),
-                )
-
-    def serving(self, within: float) -> dict[str, list[str] | None]:
-        """The executors that beat within the last ``within`` seconds, each with the queues it
-        serves (``None``: every queue; so too a column that does not read as a list of names)."""
-        rows = self.store.query(
-            "SELECT id, queues FROM task_executors WHERE beat_at >= ?", (time.time() - within,)
-        )
-        served: dict[str, list[str] | None] = {}
-        for row in rows:
-            try:
-                names = json.loads(row["queues"]) if row["queues"] is not None else None
-            except ValueError:
-                names = None
-            ok = isinstance(names, list) and all(isinstance(n, str) for n in names)
-            served[row["id"]] = names if ok else None
-        return served
-
-    def live_versions(self, within: float) -> set[str | None]:
-        """The application versions that the executors that beat within the last ``within``
-        seconds run; ``None`` among them: a live executor that does not say (it may run any)."""
-        rows = self.store.query(
-            "SELECT DISTINCT app_version FROM task_executors WHERE beat_at >= ?",
-            (time.time() - within,),
-        )
-        return {row["app_version"] for row in rows}
-
-    def retire(self, executor: str) -> None:
-        """``executor`` stops: its heartbeat and leases go, so another executor's reaper takes
-        over what it left at its next beat instead of after three silent ones."""
-        with self.store.transaction() as conn:
-            conn.execute("DELETE FROM task_executors WHERE id = ?", (executor,))
-            conn.execute("DELETE FROM task_leases WHERE holder = ?", (executor,))
-
-    def lease(self, name: str, holder: str, seconds: float) -> bool:
-        """Hold the lease ``name`` for ``seconds`` more (``True``) unless another holder has it."""
-        now = time.time()
-        with self.store.transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE task_leases SET holder = ?, until = ? "
-                "WHERE name = ? AND (holder = ? OR until < ?)",
-                (holder, now + seconds, name, holder, now),
-            )
-            if cursor.rowcount:
-                return True
-            if conn.execute("SELECT 1 FROM task_leases WHERE name = ?", (name,)).fetchall():
-                return False
-            conn.execute(
-                "INSERT INTO task_leases (name, holder, until) VALUES (?, ?, ?)",
-                (name, holder, now + seconds),
-            )
-            return True
-
-    def dead_executors(self, silent_for: float) -> list[str]:
-        """Executors with no heartbeat for ``silent_for`` seconds that still hold running tasks
-        (a pending one's executor may be a past run's: a revived child not yet started)."""
-        self.flush()
-        rows = self.store.query(
-            "SELECT DISTINCT t.executor AS executor FROM tasks t "
-            "LEFT JOIN task_executors e ON e.id = t.executor "
-            "WHERE t.engine = 'dbos' AND t.status IN ('running', 'waiting') "
-            "AND t.executor IS NOT NULL AND (e.id IS NULL OR e.beat_at < ?)",
-            (time.time() - silent_for,),
-        )
-        return [row["executor"] for row in rows]
-
-    def active_runs(self) -> list[dict[str, Any]]:
-        """Every pending or running task of the DBOS engine (``id``, ``status``, ``run_epoch``):
-        what the reaper checks against the workflows DBOS holds. Local-engine tasks (a run
-        on the local engine may share this store) are not: no workflow ever runs them."""
-        self.flush()
-        rows = self.store.query(
-            "SELECT id, status, run_epoch FROM tasks WHERE engine = 'dbos'" + _STILL_ACTIVE
-        )
-        return [dict(row) for row in rows]
-
-    def running_on(self, executor: str) -> list[dict[str, Any]]:
-        self.flush()
-        rows = self.store.query(
-            "SELECT * FROM tasks WHERE executor = ? AND status IN ('running', 'waiting')",
-            (executor,),
-        )
-        return [dict(row) for row in rows]
-
-    def lose(self, task_id: str, status: str, reason: str, *, epoch: int | None = None) -> bool:
-        """End ``task_id`` ``lost`` if it is still active (its ``status`` event only then, in
-        the same transaction); ``False`` when another process ended it first. ``epoch``: only
-        that run of it (``False`` when a later run started), named in the event."""
-        self.flush()
-        now = time.time()
-        run = "" if epoch is None else " AND run_epoch = ?"
-        with self.store.transaction() as conn:
-            cursor = conn.execute(
-                "UPDATE tasks SET status = ?, residency = ?, error = ?, finished_at = ?, "
-                "updated_at = ? WHERE id = ?" + run + _STILL_ACTIVE,
-                (str(TaskStatus.LOST), str(Residency.DISPOSED), redact(reason), now, now,
-                 task_id, *(() if epoch is None else (epoch,))),
-            )  # fmt: skip
-            if not cursor.rowcount:
-                return False
-            payload: dict[str, Any] = {"from": status, "to": "lost"}
-            if epoch is not None:
-                payload["epoch"] = epoch
-            payload["why"] = redact(reason)
-            data = json.dumps(payload, ensure_ascii=False)
-            conn.execute(_INSERT_EVENT, (task_id, "status", data, now, task_id))
-        # a request it waited on will not be waited on any more (kernos.tasks._approvals)
-        ApprovalStore(self.store).expire_task(task_id, "the task was lost: " + reason)
-        return True
-
     # -- usage, read with the task each row is of (``kernos usage``, ``kernos tasks``) --------
     def usage_rows(self, since: float | None) -> list[dict[str, Any]]:
         """The ``usage`` rows stored since ``since`` (oldest first), each with ``task_id``: the
@@ -903,59 +515,3 @@ def child_session_row(store: TaskStore, task_id: str) -> dict[str, Any] | None:
         "last_active": task.get("finished_at"),
         "first_prompt": task.get("prompt"),
     }
-
-
-def render_event(kind: str, payload: dict[str, Any]) -> str:
-    """One event as transcript text."""
-    if kind == "message":
-        return f"[{payload.get('role', '?')}] {payload.get('text', '')}"
-    if kind == "tool_call":
-        args = json.dumps(payload.get("args"), ensure_ascii=False, default=str)
-        return f"[tool_call] {payload.get('name', '?')} {args}"
-    if kind == "normalized":
-        # `tasks output` reads the store without the boundary; a receipt is rare (startup)
-        from kernos.boundary import describe_repairs, repairs_from_data
-
-        found = repairs_from_data(payload.get("repairs"))
-        line = describe_repairs(str(payload.get("name", "?")), found)
-        return f"[normalized] {line}"
-    if kind == "tool_result":
-        mark = " (error)" if payload.get("is_error") else ""
-        return f"[tool_result] {payload.get('name', '?')}{mark}: {payload.get('text', '')}"
-    if kind == "progress":
-        return f"[progress] {payload.get('name', '?')} {progress_text(payload)}"
-    if kind == "compaction":
-        from kernos.runtime import compaction_text
-
-        return compaction_text(payload)
-    if kind == "status":
-        why = f" — {payload['why']}" if payload.get("why") else ""
-        epoch = f" (run epoch {payload['epoch']})" if payload.get("epoch") else ""
-        start = payload.get("from") or "created"
-        return f"[status] {start} → {payload.get('to')}{epoch}{why}"
-    fields = " ".join(f"{key}={_plain(value)}" for key, value in payload.items())
-    return f"[{kind}] {fields}" if fields else f"[{kind}]"
-
-
-def progress_payload(data: dict[str, Any]) -> dict[str, Any]:
-    """What a transcript keeps of a tool's ``progress`` event (the MCP notification's fields)."""
-    keys = ("name", "progress", "total", "message")
-    return {key: data[key] for key in keys if data.get(key) is not None}
-
-
-def progress_text(data: dict[str, Any]) -> str:
-    """A progress notification as a person reads it: ``3/10 copying`` (``3`` with no total)."""
-    done = data.get("progress")
-    total = data.get("total")
-    amount = f"{done:g}" if isinstance(done, int | float) else "?"
-    if isinstance(total, int | float):
-        amount += f"/{total:g}"
-    message = data.get("message")
-    return f"{amount} {message}" if message else amount
-
-
-def _plain(value: Any) -> str:
-    """A payload value as a person reads it: text as is, anything else as compact JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,95 @@
+"""Model requests and tool calls as DBOS steps of a child workflow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from dbos import DBOS, StepOptions
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.wrapper import WrapperModel
+
+from kernos.runtime import LeanModel, Reply, usage_responses
+from kernos.tasks._steps import ToolRecord
+
+if TYPE_CHECKING:
+    from kernos.boundary import ToolSpec
+
+
+# -- model requests as steps ---------------------------------------------------------------------
+class DurableModel(WrapperModel):
+    """A child's model whose answers are DBOS steps inside a child workflow (plain answers
+    outside one): the loop wraps the view of what it wraps in :class:`DurableLean` (see
+    :func:`kernos.runtime._lean.lean_model_for`)."""
+
+    def wrap_lean(self, inner: LeanModel) -> LeanModel:
+        return DurableLean(inner)
+
+
+def _reply_record(reply: Reply) -> str:
+    """An answer as a step's record: a pydantic-ai response (the raw finish reason where
+    pydantic-ai keeps it), the form the pydantic-ai engine of earlier kernos versions recorded
+    too, so a run they began resumes here."""
+    (response,) = usage_responses([reply])
+    if reply.finish_reason:
+        response.provider_details = {"finish_reason": reply.finish_reason}
+    return ModelMessagesTypeAdapter.dump_json([response]).decode()
+
+
+def _record_reply(raw: str) -> Reply:
+    """A step's record (this version's or an earlier pydantic-ai engine's) as an answer; tool
+    arguments as the model sent them."""
+    (response,) = ModelMessagesTypeAdapter.validate_json(raw)
+    assert isinstance(response, ModelResponse)
+    calls = [
+        (p.tool_call_id, p.tool_name, p.args if isinstance(p.args, str) else p.args_as_json_str())
+        for p in response.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    usage = response.usage
+    details = response.provider_details or {}
+    return Reply(
+        text="".join(p.content for p in response.parts if isinstance(p, TextPart)),
+        calls=calls,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cached_tokens=usage.cache_read_tokens,
+        model_name=response.model_name,
+        provider_name=response.provider_name,
+        finish_reason=details.get("finish_reason"),
+    )
+
+
+class DurableLean:
+    """A lean model whose answers are DBOS steps inside a child workflow (plain answers
+    outside one): run once and recorded, the recorded answer on a replay."""
+
+    def __init__(self, inner: LeanModel) -> None:
+        self.inner = inner
+
+    def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
+        return self.inner.tool_wire(spec)
+
+    async def answer(
+        self,
+        messages: list[dict[str, Any]],
+        tools: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> Reply:
+        if DBOS.workflow_id is None:
+            return await self.inner.answer(messages, tools, on_delta)
+
+        async def model_request() -> str:
+            return _reply_record(await self.inner.answer(messages, tools, on_delta))
+
+        options: StepOptions = {"name": "model_request", "retries_allowed": False}
+        return _record_reply(await DBOS.run_step_async(options, model_request))
+
+
+async def tool_step(name: str, call: Callable[[], Coroutine[Any, Any, ToolRecord]]) -> ToolRecord:
+    """One tool call as a DBOS step of the current child workflow (a plain call outside one):
+    run once and recorded, its recorded result on a replay."""
+    if DBOS.workflow_id is None:
+        return await call()
+    options: StepOptions = {"name": f"tool:{name}", "retries_allowed": False}
+    return await DBOS.run_step_async(options, call)
