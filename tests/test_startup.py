@@ -134,7 +134,14 @@ def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
 
 #: what a command that only reads the store does not need (the cuts that got
 #: ``tasks`` near the floor): the config models, an event loop, rich's console, the boundary
-NOT_FOR_THE_STORE = {"kernos.runtime._config", "asyncio", "rich.console", "kernos.boundary"}
+NOT_FOR_THE_STORE = {
+    "kernos.runtime._config",
+    "kernos.runtime._config_tables",
+    "kernos.runtime._config_load",
+    "asyncio",
+    "rich.console",
+    "kernos.boundary",
+}
 
 
 @pytest.mark.parametrize(
