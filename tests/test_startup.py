@@ -96,6 +96,7 @@ NOT_LOADED = {
         "kernos.runtime._config",  # only [channels] is read (read_channels)
         "kernos.boundary._tool",
         "kernos.boundary._schema",
+        "kernos.boundary._schema_tool",
         "kernos.output._kernel",
         "kernos.output._tools",
         "kernos.output._receipt",
