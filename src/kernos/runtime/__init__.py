@@ -82,7 +82,8 @@ if typing.TYPE_CHECKING:
         project_root,
         register_config_urls,
     )
-    from kernos.runtime._lean import LeanModel, usage_responses
+    from kernos.runtime._lean import usage_responses
+    from kernos.runtime._lean_models import LeanModel
     from kernos.runtime._lean_wire import Reply
     from kernos.runtime._model_errors import ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
