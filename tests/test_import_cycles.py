@@ -132,6 +132,7 @@ REMOVED = [
     ("kernos.tasks._engine", "kernos.tasks._dbos"),
     ("kernos.tasks._manager", "kernos.tasks._tools"),
     ("kernos.tasks._manager", "kernos.tasks._teams"),
+    ("kernos.runtime._config", "kernos.runtime._windows"),
 ]
 
 

@@ -96,6 +96,7 @@ NOT_LOADED = {
         "kernos.runtime._config",  # only [channels] is read (read_channels)
         "kernos.boundary._tool",
         "kernos.boundary._schema",
+        "kernos.boundary._schema_tool",
         "kernos.output._kernel",
         "kernos.output._tools",
         "kernos.output._receipt",
@@ -134,7 +135,14 @@ def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
 
 #: what a command that only reads the store does not need (the cuts that got
 #: ``tasks`` near the floor): the config models, an event loop, rich's console, the boundary
-NOT_FOR_THE_STORE = {"kernos.runtime._config", "asyncio", "rich.console", "kernos.boundary"}
+NOT_FOR_THE_STORE = {
+    "kernos.runtime._config",
+    "kernos.runtime._config_tables",
+    "kernos.runtime._config_load",
+    "asyncio",
+    "rich.console",
+    "kernos.boundary",
+}
 
 
 @pytest.mark.parametrize(

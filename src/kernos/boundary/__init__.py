@@ -27,7 +27,8 @@ if typing.TYPE_CHECKING:
         repairs_data,
         repairs_from_data,
     )
-    from kernos.boundary._schema import SchemaExecute, schema_prepare, schema_tool
+    from kernos.boundary._schema import schema_prepare
+    from kernos.boundary._schema_tool import SchemaExecute, schema_tool
     from kernos.boundary._text import (
         REPLACEMENT,
         clean_json_text,
@@ -90,7 +91,7 @@ _EXPORTS = {
     "PatternTooComplex": "_regex",
     "REPLACEMENT": "_text",
     "Repair": "_repairs",
-    "SchemaExecute": "_schema",
+    "SchemaExecute": "_schema_tool",
     "ToolContext": "_tool",
     "ToolError": "_tool",
     "ToolResult": "_tool",
@@ -113,7 +114,7 @@ _EXPORTS = {
     "repairs_from_data": "_repairs",
     "schema_error_text": "_tool",
     "schema_prepare": "_schema",
-    "schema_tool": "_schema",
+    "schema_tool": "_schema_tool",
     "string_list": "_padding",
     "strip_padding": "_padding",
 }

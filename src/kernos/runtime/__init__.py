@@ -52,20 +52,24 @@ if typing.TYPE_CHECKING:
     from kernos.runtime._config import (
         KERNOS_TOOLS,
         NO_MODEL_MESSAGE,
-        AgentConfig,
-        CategoryConfig,
         Config,
-        McpServerConfig,
-        ModelAlias,
-        ModelPrice,
         NoModelError,
-        PermissionsConfig,
-        TasksConfig,
-        agent_model_problem,
         kernos_tool_home,
+    )
+    from kernos.runtime._config_load import (
+        agent_model_problem,
         load_config,
         load_config_problems,
         parse_agent_file,
+    )
+    from kernos.runtime._config_tables import (
+        AgentConfig,
+        CategoryConfig,
+        McpServerConfig,
+        ModelAlias,
+        ModelPrice,
+        PermissionsConfig,
+        TasksConfig,
         peek_store_url,
     )
     from kernos.runtime._dialect import display_url, is_postgres_url
@@ -79,7 +83,8 @@ if typing.TYPE_CHECKING:
         project_root,
         register_config_urls,
     )
-    from kernos.runtime._lean import LeanModel, usage_responses
+    from kernos.runtime._lean import usage_responses
+    from kernos.runtime._lean_models import LeanModel
     from kernos.runtime._lean_wire import Reply
     from kernos.runtime._model_errors import ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model

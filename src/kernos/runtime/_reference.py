@@ -1,9 +1,10 @@
 """The ``kernos.toml`` key reference (``docs/config.md``), made from the config model itself.
 
-Every table is a pydantic model of ``_config.py``; a key's text is the ``#:`` comment above its
-field there (Sphinx's convention), its default the field's. ``kernos config reference`` prints
-it; ``tests/runtime/test_config_reference.py`` regenerates it and compares it with the committed
-file, so a key added to the model without a comment, or without a new ``docs/config.md``, fails.
+Every table is a pydantic model of ``_config.py`` or ``_config_tables.py``; a key's text is the
+``#:`` comment above its field there (Sphinx's convention), its default the field's.
+``kernos config reference`` prints it; ``tests/runtime/test_config_reference.py`` regenerates it
+and compares it with the committed file, so a key added to the model without a comment, or
+without a new ``docs/config.md``, fails.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from pydantic_core import PydanticUndefined
 
 from kernos.errors import KernosError
 from kernos.runtime._budget import CHILD_DEFAULTS, MAIN_DEFAULTS
-from kernos.runtime._config import AgentConfig, Config, TasksConfig, _Budgeted
+from kernos.runtime._config import Config
+from kernos.runtime._config_tables import AgentConfig, TasksConfig, _Budgeted
 
 #: which commands read each top-level key or table (``kernos config check`` reads them all);
 #: a new ``Config`` field needs its line here (the reference refuses to build without it)
@@ -97,7 +99,7 @@ def _field_text(model: type[BaseModel], name: str) -> str:
             if text:
                 return text
             break
-    raise MissingText(f"{model.__name__}.{name} has no #: comment in runtime/_config.py")
+    raise MissingText(f"{model.__name__}.{name} has no #: comment in runtime/_config*.py")
 
 
 def _type(annotation: Any) -> str:
@@ -162,7 +164,7 @@ def _keys(model: type[BaseModel]) -> list[Key]:
 def _table_text(model: type[BaseModel]) -> str:
     doc = inspect.getdoc(model)
     if not doc:
-        raise MissingText(f"{model.__name__} has no docstring in runtime/_config.py")
+        raise MissingText(f"{model.__name__} has no docstring in runtime/_config*.py")
     return " ".join(doc.split())
 
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._config import Config, ConfigError, agent_model_problem, load_config
+from kernos.runtime._config import Config, ConfigError
+from kernos.runtime._config_load import agent_model_problem, load_config
 from kernos.runtime._sessions import record_session
 from kernos.runtime._store import Store
 from kernos.runtime._workspace import WorkspacePolicy

@@ -18,7 +18,8 @@ from kernos.runtime._compacting import Compacted, CompactionStep, Compactor
 from kernos.runtime._compaction import CompactSettings, Summary
 from kernos.runtime._compaction_store import latest_summary
 from kernos.runtime._foreign import has_foreign_tools, tool_results_note
-from kernos.runtime._lean import EMPTY_RETRIES, LeanLoop, lean_model_for, usage_responses
+from kernos.runtime._lean import EMPTY_RETRIES, LeanLoop, usage_responses
+from kernos.runtime._lean_models import lean_model_for
 from kernos.runtime._repeats import REPEAT_LIMIT
 from kernos.runtime._store import Store
 from kernos.runtime._toolsets import Watcher

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kernos.runtime._config import ModelPrice
+    from kernos.runtime._config_tables import ModelPrice
 
 GROUPS = ("model", "agent", "task")
 

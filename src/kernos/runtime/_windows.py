@@ -11,7 +11,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kernos.runtime._config import ModelAlias
+    from kernos.runtime._config_tables import ModelAlias
 
 #: where a window came from
 DECLARED = "declared"

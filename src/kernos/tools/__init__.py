@@ -16,8 +16,8 @@ if typing.TYPE_CHECKING:
     from kernos.tools._builtin import (
         BUILTIN_NAMES,
         BUILTIN_PREPARE,
-        builtin_tools,
     )
+    from kernos.tools._builtin_specs import builtin_tools
     from kernos.tools._catalog import (
         TOOLS_GROUP,
         CatalogToolset,

@@ -32,7 +32,7 @@ from kernos.runtime import (
     parse_entry,
     unmatched_entries,
 )
-from kernos.tools._builtin import builtin_tools
+from kernos.tools._builtin_specs import builtin_tools
 from kernos.tools._functions import function_tool
 from kernos.tools._paths import LocalWorkspace, WorkspacePaths
 from kernos.tools._select import (

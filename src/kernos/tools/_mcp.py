@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import fnmatch
-import json
 import logging
 import math
 import re
-import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -41,7 +37,6 @@ import httpx2
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp import types as mcp_types
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import ValidationError
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, schema_tool
 from kernos.errors import McpServerError as McpServerError
@@ -55,7 +50,7 @@ from kernos.runtime import (
     kernos_home,
 )
 from kernos.tools._elicit import nobody_asked_note
-from kernos.tools._limits import cut_text, schema_problem
+from kernos.tools._limits import schema_problem
 from kernos.tools._mcp_auth import (
     KernosOAuth,
     challenge_refusal,
@@ -64,90 +59,14 @@ from kernos.tools._mcp_auth import (
     run_auth,
     uses_oauth,
 )
+from kernos.tools._mcp_noise import _NOISE, _NOISE_FILTER, _StdoutNoise, _warn
+from kernos.tools._mcp_results import _leaf, _reason, _tool_result
 from kernos.tools._select import select_mcp_tools
 
 log = logging.getLogger("kernos.mcp")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _STDERR_TAIL = 300
-#: while stray stdout lines keep coming, at most one summary per this many seconds
-_NOISE_REPORT_EVERY = 60.0
-
-
-def _warn(message: str) -> None:
-    """One warning a person should see: in the log and on stderr (never stdout: under
-    ``kernos mcp`` stdout is the protocol)."""
-    if log.hasHandlers():  # with none, logging's last resort would print it a second time
-        log.warning("%s", message)
-    print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
-class _StdoutNoise:
-    """Lines a stdio server wrote on stdout that are not MCP messages: counted, the first kept."""
-
-    def __init__(self, server: str) -> None:
-        self.server = server
-        self.count = 0
-        self.reported = 0
-        self.first = ""
-        self._last_report: float | None = None
-
-    def add(self, error: BaseException) -> None:
-        self.count += 1
-        if not self.first:
-            self.first = _offending_line(error)
-        now = time.monotonic()
-        if self._last_report is None:
-            self._last_report = now  # the first summary comes a while later, or at close
-        elif now - self._last_report >= _NOISE_REPORT_EVERY:
-            self.report()
-
-    def report(self) -> None:
-        """Warn once about the lines not yet reported (nothing when there are none)."""
-        new = self.count - self.reported
-        if new <= 0:
-            return
-        self.reported = self.count
-        self._last_report = time.monotonic()
-        more = "" if new == self.count else f" more ({self.count:,} in all)"
-        _warn(
-            f"MCP server [{self.server}] wrote {new:,}{more} lines that are not MCP messages on "
-            f"stdout; first: {self.first!r}. A stdio server must write only MCP messages there "
-            "(logs go to stderr)"
-        )
-
-
-#: the stray-stdout tally of the MCP server whose connection task is running (the SDK's stdout
-#: reader runs in a task of that connection, so it sees the value its server set)
-_NOISE: contextvars.ContextVar[_StdoutNoise | None] = contextvars.ContextVar(
-    "kernos_mcp_stdout_noise", default=None
-)
-
-
-class _CountStdoutNoise(logging.Filter):
-    """On the SDK's stdio client logger: a stdout line that does not parse as an MCP message is
-    counted for its server (a traceback per line otherwise floods stderr), not logged."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        tally = _NOISE.get()
-        error = record.exc_info[1] if record.exc_info else None
-        if tally is None or not isinstance(error, ValueError):
-            return True
-        tally.add(error)
-        return False
-
-
-_NOISE_FILTER = _CountStdoutNoise()
-
-
-def _offending_line(error: BaseException) -> str:
-    """The stray line a parse error is about (pydantic keeps it as the error's input), cut short."""
-    line: Any = ""
-    errors = error.errors() if isinstance(error, ValidationError) else []
-    if errors:
-        line = errors[0].get("input", "")
-    shown = line if isinstance(line, str) else json.dumps(line, default=str)
-    return shown if len(shown) <= 120 else shown[:117] + "..."
 
 
 @dataclasses.dataclass
@@ -564,78 +483,6 @@ async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
         if not cursor:
             break
     return listed
-
-
-def _tool_result(result: Any, details: dict[str, Any], limit: int) -> ToolResult:
-    """The model's text for a server's result, at most ``limit`` UTF-8 bytes (plus the cut
-    marker). ``structuredContent`` is kept once: as the text when there is no other, in
-    ``details`` only when it says something the text does not and fits the limit."""
-    out = dict(details)
-    if not isinstance(result, mcp_types.CallToolResult):
-        shown, dropped = cut_text(str(result), limit)
-        if dropped:
-            out["cut_bytes"] = dropped
-        return ToolResult(text=shown, details=out)
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, mcp_types.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, mcp_types.EmbeddedResource):
-            text = getattr(block.resource, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource {block.resource.uri}]")
-        elif isinstance(block, mcp_types.ResourceLink):
-            parts.append(f"[resource link {block.uri}]")
-        else:
-            mime = getattr(block, "mime_type", "") or ""
-            parts.append(f"[{block.type} content {mime}, not shown]".replace(" ,", ","))
-    text = "\n".join(parts)
-    structured = result.structured_content
-    if structured is not None:
-        as_json = json.dumps(structured, ensure_ascii=False, default=str)
-        if not text:
-            text = as_json
-        elif not _same_json(text, structured):
-            if len(as_json.encode("utf-8", errors="replace")) <= limit:
-                out["structured"] = structured
-            else:
-                out["structured_omitted_bytes"] = len(as_json.encode("utf-8", errors="replace"))
-    text, dropped = cut_text(text, limit)
-    if dropped:
-        out["cut_bytes"] = dropped
-    if result.is_error:
-        out.update(code="mcp_error", stage="execute")
-        return ToolResult(
-            text=text or "the tool reported an error and no message", details=out, is_error=True
-        )
-    return ToolResult(text=text, details=out)
-
-
-def _same_json(text: str, value: Any) -> bool:
-    """Whether ``text`` is ``value`` serialized (servers send structured content twice so)."""
-    if not text.lstrip().startswith(("{", "[")):
-        return False
-    try:
-        return bool(json.loads(text) == value)
-    except (ValueError, RecursionError):
-        return False
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real exception inside anyio's exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _reason(exc: BaseException) -> str:
-    """One readable line for an exception."""
-    exc = _leaf(exc)
-    if isinstance(exc, MCPError):
-        return exc.message
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"HTTP {exc.response.status_code} from {exc.request.url}"
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class McpServers:

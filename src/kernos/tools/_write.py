@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernos.boundary import ToolContext, ToolError, ToolSpec, boolean_flag, identifier
-from kernos.tools._builtin import _in_thread, _no_nul, _prepare, read_text
+from kernos.tools._builtin import _no_nul, _prepare, read_text
+from kernos.tools._builtin_specs import _in_thread
 from kernos.tools._paths import PathRefused, WorkspacePaths
 
 WRITE_NAMES = ("write_file", "edit_file")
