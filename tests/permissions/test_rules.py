@@ -254,3 +254,12 @@ async def test_a_guarded_call_is_ruled_by_its_path(tmp_path: Path) -> None:
     assert await write("src/a.py") == "denied"
     assert await write("README.md") == "approval_required"  # its own default: ask; nobody here
     assert not (tmp_path / "src").exists() and not (tmp_path / "README.md").exists()
+
+
+def test_the_team_tools_can_be_ruled(tmp_path: Path) -> None:
+    """The team tools exist only once a team forms: a rule naming them is not a misspelling."""
+    (tmp_path / "kernos.toml").write_text(
+        '[permissions]\nask = ["team_*", "board_add"]\ndeny = ["board_update"]\n'
+    )
+    done = kernos("config", "check", cwd=tmp_path)
+    assert "matches no tool" not in done.stdout + done.stderr

@@ -63,6 +63,10 @@ KERNOS_TOOLS = {
     "output_list_channels": "the output tools: [channels.NAME] and each agent's allowed_outputs",
     "output_send__*": "the output tools: [channels.NAME] and each agent's allowed_outputs",
     "compress": "`kernos mcp`, which serves the compress tool to hosts",
+    "team_send": "the team tools: a lead's and its members' ([tasks] team_max_turns)",
+    "team_status": "the team tools: a lead's and its members' ([tasks] team_max_turns)",
+    "team_wait": "the team tools: a lead's and its members' ([tasks] team_max_turns)",
+    "board_*": "the team tools: a lead's and its members' ([tasks] team_max_turns)",
 }
 
 
