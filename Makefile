@@ -40,10 +40,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-## one pytest worker per core (pytest-xdist): each test owns its ports, files and servers
+## one pytest worker per core (pytest-xdist): each test owns its ports, files and servers;
+## the 15 slowest tests are listed at the end, where the suite's time goes
 PYTEST_WORKERS ?= auto
 pytest: $(STAMP) inspector conformance
-	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS)
+	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15
 
 ## the MCP Inspector CLI (npm) that tests/serve drives against `kernos mcp`; skipped without npm
 INSPECTOR := $(VENV)/npm/node_modules/.bin/mcp-inspector
