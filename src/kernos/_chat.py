@@ -198,12 +198,12 @@ class Chat:
 
         loop.call_soon_threadsafe(start)
         try:
-            return result.result()
+            return _result(result)
         except KeyboardInterrupt:
             loop.call_soon_threadsafe(self._cancel)  # after start: callbacks run in order
         while True:
             try:
-                return result.result()  # the cancelled turn's cleanup is shielded and short
+                return _result(result)  # the cancelled turn's cleanup is shielded and short
             except KeyboardInterrupt:
                 continue
 
@@ -232,3 +232,20 @@ class Chat:
     def children(self) -> list[dict[str, Any]]:
         """This session's child tasks, oldest first (rows of the tasks table)."""
         return TaskStore(self.runtime.store).children(self.session.session_id)
+
+
+#: how often the main thread wakes while a turn runs, to take a Ctrl-C (see :func:`_result`)
+SIGNAL_POLL = 0.1
+
+
+def _result(future: concurrent.futures.Future[TurnOutcome]) -> TurnOutcome:
+    """``future``'s result, waited for in short slices. The kernel may hand SIGINT to any
+    thread (the event loop's, a worker's): Python then runs its handler only once the main
+    thread wakes, and a wait without a timeout would not wake until the turn had ended, so a
+    Ctrl-C would cancel nothing."""
+    while True:
+        try:
+            return future.result(timeout=SIGNAL_POLL)
+        except concurrent.futures.TimeoutError:
+            if future.done():
+                raise  # the turn's own error

@@ -237,3 +237,42 @@ def test_a_turn_waits_for_its_background_child_and_tasks_lists_it(
         assert terminal.proc.wait(timeout=DEADLINE) == 0, terminal.text()
     finally:
         terminal.close()
+
+
+def _tgkill(pid: int, tid: int, signum: int) -> None:
+    """Send ``signum`` to one thread of ``pid``, as the kernel may route a terminal's SIGINT."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_TGKILL = 234  # x86-64
+    if libc.syscall(SYS_TGKILL, pid, tid, signum) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill")
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="tgkill's number is x86-64's")
+def test_ctrl_c_delivered_to_another_thread_still_cancels_the_turn(
+    project: Path, server: FakeOpenAIServer, gate: threading.Event
+) -> None:
+    import signal
+
+    server.script(
+        text("This took too long.", when="think long", hold=gate),
+        text("Back again.", when="again"),
+    )
+    terminal = Terminal(["chat"], project, environment(project, server))
+    try:
+        terminal.wait_text("/help lists the commands")
+        mark = len(terminal.text())
+        terminal.type("think long\r")
+        terminal.wait_for(lambda: len(server.requests) == 1, "the held request")
+        pid = terminal.proc.pid
+        others = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+        assert others, "the chat runs its turn on a thread of its own"
+        _tgkill(pid, others[0], signal.SIGINT)
+        terminal.wait_text("turn cancelled; the session goes on", mark)
+        assert "This took too long." not in terminal.since(mark)
+        mark = len(terminal.text())
+        terminal.type("again\r")
+        terminal.wait_text("Back again.", mark)
+    finally:
+        terminal.close()
