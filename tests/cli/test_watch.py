@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from kernos.cli._watch import Row, Usage, build_rows, cells, parse_keys, plain, signature
+from kernos.cli._watch_keys import REASON_PROMPT, Answer, Cancel, Keys, Quit, parse_keys
+from kernos.cli._watch_view import cells, plain
 from kernos.runtime import Store
-from kernos.tasks import TeamStore
+from kernos.tasks import SessionUsage, TeamStore, TreeRow, task_tree, tree_signature
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, SPAWN, agent_is
 from tests._wait import wait_for
@@ -383,7 +384,7 @@ def test_the_tree_nests_children_under_their_parents() -> None:
         task("t_a1", "s_a", "s_a1", 3.0, executor="worker-1"),
         task("t_o", "s_old", "s_o", 0.5, updated_at=0.5),
     ]
-    rows = build_rows(tasks, {"s_a": Usage(2, 100, 20, None, "m", "explore")}, now=10.0)
+    rows = task_tree(tasks, {"s_a": SessionUsage(2, 100, 20, None, "m", "explore")}, now=10.0)
     assert [(r.id, r.depth) for r in rows] == [
         ("s_main", 0), ("t_a", 1), ("t_a1", 2), ("t_b", 1), ("s_old", 0), ("t_o", 1),
     ]  # fmt: skip
@@ -398,16 +399,18 @@ def test_the_tree_nests_children_under_their_parents() -> None:
 
 
 def test_a_known_price_is_summed_and_an_unknown_one_spoils_the_sum() -> None:
-    known = Usage().plus({"input_tokens": 10, "output_tokens": 2, "cost": 0.25, "model": "a"})
+    known = SessionUsage().plus(
+        {"input_tokens": 10, "output_tokens": 2, "cost": 0.25, "model": "a"}
+    )
     known = known.plus({"input_tokens": 5, "output_tokens": 1, "cost": 0.5})
     assert (known.requests, known.input_tokens, known.cost, known.model) == (2, 15, 0.75, "a")
     assert known.plus({"cost": None}).cost is None
-    rows = build_rows([task("t_x", "s", "s_x", 1.0)], {"s_x": known}, now=2.0)
+    rows = task_tree([task("t_x", "s", "s_x", 1.0)], {"s_x": known}, now=2.0)
     assert cells(rows[1])[7] == "$0.7500"
 
 
 def test_a_child_whose_parent_task_is_not_listed_hangs_under_its_session() -> None:
-    rows = build_rows([task("t_c", "s_gone", "s_c", 1.0)], {}, now=1.0)
+    rows = task_tree([task("t_c", "s_gone", "s_c", 1.0)], {}, now=1.0)
     assert [(r.kind, r.id, r.depth) for r in rows] == [("session", "s_gone", 0), ("task", "t_c", 1)]
 
 
@@ -423,7 +426,7 @@ def test_members_hang_under_their_team_row_at_the_place_of_the_first() -> None:
          "members": [{"name": "alpha", "task_id": "t_a", "status": "running", "unread": 1},
                      {"name": "beta", "task_id": "t_b", "status": "completed", "unread": 0}]},
     ]  # fmt: skip
-    rows = build_rows(tasks, {}, now=5.0, teams=teams)
+    rows = task_tree(tasks, {}, now=5.0, teams=teams)
     assert [(r.kind, r.id, r.depth, r.unread) for r in rows] == [
         ("session", "s_main", 0, None), ("team", "crew", 1, 3), ("task", "t_a", 2, 1),
         ("task", "t_b", 2, 0), ("task", "t_b1", 3, None), ("task", "t_x", 1, None),
@@ -434,23 +437,43 @@ def test_members_hang_under_their_team_row_at_the_place_of_the_first() -> None:
     assert cells(by_id["t_b1"])[0] == "    └ t_b1"
     # a read message is a change to show
     fewer = [{**teams[0], "lead_unread": 2}]
-    assert signature(rows) != signature(build_rows(tasks, {}, now=5.0, teams=fewer))
+    assert tree_signature(rows) != tree_signature(task_tree(tasks, {}, now=5.0, teams=fewer))
 
 
 def test_keys_and_arrows_are_parsed() -> None:
-    assert parse_keys("\x1b[A\x1b[Bjkq") == ["up", "down", "j", "k", "q"]  # j/k: _Screen.key
+    assert parse_keys("\x1b[A\x1b[Bjkq") == ["up", "down", "j", "k", "q"]  # j/k: Keys.press
     assert parse_keys("\x1b") == ["escape"]
     assert parse_keys("\x1bOA") == ["up"]
     assert parse_keys("\x1b[1;5Ct") == ["t"]  # an unknown sequence is skipped whole
 
 
+def test_keys_decide_what_reaches_the_store_and_move_the_selection() -> None:
+    keys = Keys()
+    assert keys.press("c") is None and keys.message == "no task selected"
+    keys.rows = task_tree([task("t_a", "s", "s_a", 1.0), task("t_b", "s", "s_b", 2.0)], {}, now=3.0)
+    keys.keep_selection()
+    assert keys.selected == "t_a"  # the first task, not the session row
+    assert keys.press("j") is None and keys.selected == "t_b"
+    assert keys.press("down") is None and keys.selected == "t_b"  # stops at the last
+    assert keys.press("k") is None and keys.selected == "t_a"
+    assert keys.press("t") is None and keys.tail_open
+    assert keys.press("C") == Cancel("t_a")
+    assert keys.press("a") == Answer("t_a", True)
+    assert keys.press("d") is None and keys.message == REASON_PROMPT
+    for key in "no q":  # q is typed into the reason, it does not leave
+        assert keys.press(key) is None
+    assert keys.press("\n") == Answer("t_a", False, "no q")
+    assert keys.press("d") is None and keys.press("\r") == Answer("t_a", False, None)
+    assert keys.press("q") == Quit()
+
+
 def test_a_refresh_is_a_change_of_data_not_of_the_clock() -> None:
-    early = build_rows([task("t_x", "s", "s_x", 1.0)], {}, now=2.0)
-    later = build_rows([task("t_x", "s", "s_x", 1.0)], {}, now=50.0)
-    done = build_rows([task("t_x", "s", "s_x", 1.0, status="completed")], {}, now=50.0)
-    assert signature(early) == signature(later) != signature(done)
+    early = task_tree([task("t_x", "s", "s_x", 1.0)], {}, now=2.0)
+    later = task_tree([task("t_x", "s", "s_x", 1.0)], {}, now=50.0)
+    done = task_tree([task("t_x", "s", "s_x", 1.0, status="completed")], {}, now=50.0)
+    assert tree_signature(early) == tree_signature(later) != tree_signature(done)
     assert plain([]) == "(no tasks)"
-    assert isinstance(early[0], Row)
+    assert isinstance(early[0], TreeRow)
 
 
 def test_the_view_reads_again_when_team_mail_is_sent_or_read(tmp_path: Path) -> None:

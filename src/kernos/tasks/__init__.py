@@ -43,6 +43,7 @@ if typing.TYPE_CHECKING:
     from kernos.tasks._team_store import TeamStore
     from kernos.tasks._teams import LEAD_TOOLS
     from kernos.tasks._tools import FOREGROUND_WAIT, render_output
+    from kernos.tasks._tree import SessionUsage, TreeRow, task_tree, tree_signature
     from kernos.tasks._worker_lines import ended_line, took_line
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "TRANSITIONS",
     "DBOSEngine",
     "Residency",
+    "SessionUsage",
     "SpawnItem",
     "SpawnResolution",
     "TaskArgs",
@@ -67,6 +69,7 @@ __all__ = [
     "TaskStore",
     "TaskToolset",
     "TeamStore",
+    "TreeRow",
     "build_task_description",
     "can_move",
     "child_session_row",
@@ -83,7 +86,9 @@ __all__ = [
     "render_output",
     "resolve_run_in_background",
     "resolve_spawn_items",
+    "task_tree",
     "took_line",
+    "tree_signature",
 ]
 
 
