@@ -32,7 +32,7 @@ from typing import Any
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager, TaskStatus
-from kernos.tasks._teams import Seat
+from kernos.tasks._team_args import Seat
 from kernos.testing import FakeOpenAIServer, text
 
 CONFIG = """

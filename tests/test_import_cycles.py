@@ -132,6 +132,9 @@ REMOVED = [
     ("kernos.tasks._engine", "kernos.tasks._dbos"),
     ("kernos.tasks._manager", "kernos.tasks._tools"),
     ("kernos.tasks._manager", "kernos.tasks._teams"),
+    ("kernos.tasks._manager", "kernos.tasks._scheduler"),
+    ("kernos.tasks._manager", "kernos.tasks._children"),
+    ("kernos.tasks._dbos._engine", "kernos.tasks._dbos._workflow"),
     ("kernos.runtime._config", "kernos.runtime._windows"),
 ]
 

@@ -361,7 +361,7 @@ def left_children(opened: Sequence[Toolset]) -> tuple[LeftChild, ...]:
         LeftChild(record.id, record.label, str(record.status))
         for toolset in opened
         if isinstance(toolset, TaskToolset)
-        for record in toolset.manager.abandoned
+        for record in toolset.manager.scheduler.abandoned
     )
 
 

@@ -20,7 +20,7 @@ from tests import _wait as wait
 from kernos.runtime import Runtime, Store, history_from_turns, load_config
 from kernos.runtime._store import _RUNTIME_MIGRATIONS
 from kernos.tasks import TaskManager
-from kernos.tasks._manager import earlier_runs
+from kernos.tasks._children import earlier_runs
 from kernos.tasks._store import MIGRATIONS, TaskStore
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -291,8 +291,9 @@ def test_a_replay_whose_tool_results_come_back_in_another_order_keeps_each_once(
     in the transcript once (by ordinal, ``a``'s would take ``b``'s place and be dropped)."""
     from kernos.boundary import ToolResult
     from kernos.runtime import SessionEvent
+    from kernos.tasks._record import TaskRecord
     from kernos.tasks._resolve import SpawnItem
-    from kernos.tasks._scheduler import TaskRecord
+    from kernos.tasks._transcript import record_event
 
     runtime = Runtime(load_config(cwd=project))
     manager = TaskManager(runtime)
@@ -301,7 +302,7 @@ def test_a_replay_whose_tool_results_come_back_in_another_order_keeps_each_once(
         record = TaskRecord("t_0000beef", parent, SpawnItem("Survey."), "openai-chat:test", 1, True)
 
         def emit(kind: str, **data: Any) -> None:
-            manager._on_child_event(record, SessionEvent("s_child", "explore", kind, data))
+            record_event(manager.store, record, SessionEvent("s_child", "explore", kind, data))
 
         def call(name: str) -> None:
             emit("tool_call", name=name, args={}, call_id=f"call_{name}")

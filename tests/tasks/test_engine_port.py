@@ -11,6 +11,8 @@ import ast
 from pathlib import Path
 
 import kernos
+from kernos.runtime import Runtime
+from kernos.tasks import TaskManager
 from kernos.tasks._dbos import DBOSEngine
 from kernos.tasks._engine import LocalEngine, TaskEngine
 from kernos.tasks._scheduler import TaskScheduler
@@ -87,3 +89,33 @@ def test_engines_call_only_public_scheduler_methods() -> None:
         assert callable(getattr(TaskScheduler, member))
     for old in ("_move", "_notify", "_wake"):
         assert not hasattr(TaskScheduler, old)
+
+
+async def test_the_manager_holds_its_scheduler_and_the_engine_holds_that_scheduler(
+    runtime: Runtime,
+) -> None:
+    """The manager is not a scheduler: it holds one, which asks it what ``RunHooks`` declares,
+    and the engine holds that scheduler (never the manager)."""
+    assert not issubclass(TaskManager, TaskScheduler)
+    manager = TaskManager(runtime)
+    try:
+        assert isinstance(manager.scheduler, TaskScheduler)
+        assert manager.scheduler.hooks is manager
+        assert manager.engine is manager.scheduler.engine
+        assert manager.engine.scheduler is manager.scheduler
+        assert manager.records is manager.scheduler.records
+    finally:
+        await manager.aclose()
+
+
+def test_the_manager_calls_only_public_scheduler_methods() -> None:
+    private = [
+        (path.name, node.lineno, node.attr)
+        for path in SOURCES
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "scheduler"
+        and node.attr.startswith("_")
+    ]
+    assert private == []

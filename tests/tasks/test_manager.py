@@ -280,7 +280,7 @@ async def test_a_transition_on_a_final_record_is_ignored_and_logged(
     await call(session, "task", {"prompt": "hi", "category": "quick"})
     (record,) = manager.children(session)
     record.status = TaskStatus.LOST
-    assert manager.move(record, TaskStatus.COMPLETED) is False
+    assert manager.scheduler.move(record, TaskStatus.COMPLETED) is False
     assert record.status == TaskStatus.LOST
     assert "ignored transition lost → completed" in caplog.text
     assert manager.store.events(record.id)[-1]["type"] == "transition_ignored"

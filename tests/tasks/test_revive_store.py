@@ -145,7 +145,7 @@ async def test_evicted_in_the_same_run_is_rebuilt_too(rt: Runtime, echo: Echo) -
     await manager.wait_all()
     record = manager.find(session, "c")
     assert record is not None
-    manager.evict(record)
+    manager.scheduler.evict(record)
     assert (record.residency, record.session) == (Residency.EVICTED, None)
     sent = await call(session, "task_send", {"to": "c", "message": "Again."})
     assert sent.text == f"Revived {record.id} (run epoch 2)."

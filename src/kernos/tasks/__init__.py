@@ -11,9 +11,10 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
+    from kernos.tasks._children import TASK_TOOL_NAMES
     from kernos.tasks._dbos import DBOSEngine, queue_name
     from kernos.tasks._engine import crash_mode
-    from kernos.tasks._manager import TASK_TOOL_NAMES, TaskManager, TaskToolset
+    from kernos.tasks._manager import TaskManager, TaskToolset
     from kernos.tasks._normalize import (
         PADDING_PROMPTS,
         clamp_task_summary,

@@ -39,8 +39,8 @@ ENGINE_ENV = "KERNOS_TASK_ENGINE"
 
 
 class EngineHost(Protocol):
-    """What an engine holds: the scheduler as the engines see it (``TaskScheduler`` and the
-    ``TaskManager`` built on it), its records, store and public moves, notices and wake-ups.
+    """What an engine holds: the scheduler as the engines see it (the ``TaskScheduler`` a
+    ``TaskManager`` holds), its records, store and public moves, notices and wake-ups.
     Declared here, below the scheduler, so an engine never imports the scheduler's module."""
 
     runtime: Runtime

@@ -1,15 +1,15 @@
-"""The task manager: builds children and their tools on top of the scheduler.
+"""The task manager: builds children and their tools, and holds the scheduler that runs them.
 
 One manager serves one runtime. Each child is a :class:`kernos.runtime.Session` of its own; its
 record lives in memory while the child is resident and in the store for good. Running, transitions
-and notices are :class:`kernos.tasks._scheduler.TaskScheduler`'s; this module resolves and spawns,
-and :class:`TaskToolset` is the manager as one session's toolset.
+and notices are the :class:`kernos.tasks._scheduler.TaskScheduler`'s the manager holds (its
+:attr:`TaskManager.scheduler`); this module resolves and spawns, :mod:`kernos.tasks._children`
+builds the children's sessions, and :class:`TaskToolset` is the manager as one session's toolset.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -17,28 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from kernos.boundary import ToolError, ToolSpec
-from kernos.runtime import (
-    BaseToolset,
-    ConfigError,
-    Permissions,
-    Runtime,
-    Session,
-    history_from_turns,
-)
-from kernos.tasks._approvals import TaskWaiter
+from kernos.runtime import BaseToolset, ConfigError, Runtime, Session
+from kernos.tasks._children import TASK_TOOL_NAMES as TASK_TOOL_NAMES
+from kernos.tasks._children import ChildSessions
 from kernos.tasks._engine import TaskEngine
 from kernos.tasks._prompts import build_task_description, prompt_text
+from kernos.tasks._record import TaskRecord
 from kernos.tasks._resolve import SpawnItem, SpawnResolution, allowed_models, resolve_spawn_items
-from kernos.tasks._scheduler import TaskRecord, TaskScheduler
-from kernos.tasks._state import ACTIVE, NOTIFY, SETTLED, Residency, TaskStatus
+from kernos.tasks._scheduler import TaskScheduler
+from kernos.tasks._state import SETTLED, Residency
 from kernos.tasks._teams import Teams
 from kernos.tasks._tools import task_tools
 
-#: The tools only a parent gets; never granted to a child below the depth limit.
-TASK_TOOL_NAMES = frozenset({"task", "task_send", "task_output", "task_cancel"})
 
-
-class TaskManager(TaskScheduler):
+class TaskManager(ChildSessions):
     """Spawns and tracks sub-agent tasks for the sessions of one runtime.
 
     Usable without the CLI::
@@ -69,7 +61,14 @@ class TaskManager(TaskScheduler):
         engine: Callable[[TaskScheduler], TaskEngine] | None = None,
         agent_tools: Callable[[str], Sequence[ToolSpec[Any]]] | None = None,
     ) -> None:
-        super().__init__(runtime, reconcile=reconcile, engine=engine)
+        #: runs the children this manager builds (it asks this manager what
+        #: :class:`kernos.tasks._scheduler.RunHooks` declares)
+        self.scheduler = TaskScheduler(runtime, reconcile=reconcile, engine=engine, hooks=self)
+        self.runtime, self.config = runtime, self.scheduler.config
+        self.store, self.records = self.scheduler.store, self.scheduler.records
+        #: a background child's result reaches its parent (``False``: ``kernos run --no-wait``,
+        #: whose run ends at its first idle; the ``task`` answer says so)
+        self.delivers_results = True
         self.skill_dirs = (
             list(skill_dirs)
             if skill_dirs is not None
@@ -96,6 +95,61 @@ class TaskManager(TaskScheduler):
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         #: the teams the sessions here lead or belong to (``team`` on a ``task`` item)
         self.teams = Teams(self)
+
+    # -- the scheduler's, forwarded: what the task tools (``TaskHost``), teams (``TeamHost``)
+    # -- and library users reach through the manager -------------------------------------------
+    def children(self, session: Session) -> list[TaskRecord]:
+        return self.scheduler.children(session)
+
+    def find(self, session: Session, key: str) -> TaskRecord | None:
+        """A child of ``session`` by task id or name."""
+        return self.scheduler.find(session, key)
+
+    def queue_position(self, record: TaskRecord) -> int | None:
+        return self.scheduler.queue_position(record)
+
+    async def queued(self, records: Sequence[TaskRecord]) -> None:
+        await self.scheduler.queued(records)
+
+    async def send(self, record: TaskRecord, message: str) -> int | None:
+        return await self.scheduler.send(record, message)
+
+    def detach(self, records: Iterable[TaskRecord]) -> list[TaskRecord]:
+        return self.scheduler.detach(records)
+
+    async def wait(self, records: Iterable[TaskRecord], timeout: float | None = None) -> bool:
+        """Wait until each record's current run has ended, or ``timeout`` seconds passed."""
+        return await self.scheduler.wait(records, timeout)
+
+    async def wait_all(self) -> None:
+        """Wait until no child is pending or running."""
+        await self.scheduler.wait_all()
+
+    def cancel(self, record: TaskRecord, reason: str | None = None) -> bool:
+        """Stop a pending or running child (no notice); ``False`` when it was not active."""
+        return self.scheduler.cancel(record, reason)
+
+    def cancel_all(self, reason: str) -> list[TaskRecord]:
+        return self.scheduler.cancel_all(reason)
+
+    def interrupt(self, record: TaskRecord) -> bool:
+        return self.scheduler.interrupt(record)
+
+    def wake(self) -> None:
+        self.scheduler.wake()
+
+    def change_event(self) -> asyncio.Event:
+        return self.scheduler.change_event()
+
+    def outstanding(self, session: Session | None = None) -> bool:
+        return self.scheduler.outstanding(session)
+
+    async def wait_change(self, session: Session | None = None) -> None:
+        await self.scheduler.wait_change(session)
+
+    async def aclose(self, *, wait: bool = True) -> None:
+        """Finish: wait for every child (``wait``) or abandon the active ones as ``lost``."""
+        await self.scheduler.aclose(wait=wait)
 
     # -- tools -------------------------------------------------------------------------------
     def tools_for(self, session: Session, *, depth: int = 0) -> list[ToolSpec[Any]]:
@@ -168,7 +222,7 @@ class TaskManager(TaskScheduler):
             fresh.append(record)
         self._count_children(session, len(fresh))
         for record in fresh:
-            self._start(record, self._first_message(record))
+            self.scheduler.start(record, self._first_message(record))
         return records
 
     # -- the per-run cap on children ---------------------------------------------------------
@@ -297,273 +351,6 @@ class TaskManager(TaskScheduler):
             fresh += sorted(drawn - set(taken))
         return fresh
 
-    def _create(
-        self,
-        parent: Session,
-        item: SpawnItem,
-        model_name: str,
-        depth: int,
-        background: bool,
-        grants: Sequence[str],
-        task_id: str,
-    ) -> TaskRecord:
-        record = TaskRecord(task_id, parent, item, model_name, depth, background)
-        instructions, agent, own_tools = self._target(item)
-        own = self.own_tools(item)
-        names = [
-            name
-            for name in dict.fromkeys([*own, *grants, *own_tools])
-            if (name in own or name in parent.tools) and name not in TASK_TOOL_NAMES
-        ]
-        record.grants = list(grants)
-        record.session = self._child_session(
-            record, instructions, agent, names, "s_" + record.id.removeprefix("t_")
-        )
-        self.records[record.id] = record
-        self.store.insert(
-            {
-                "id": record.id,
-                "parent_session": parent.session_id,
-                "child_session": record.session.session_id,
-                "depth": depth,
-                "name": item.name,
-                "summary": item.task_summary,
-                "description": item.description,
-                "label": item.label,
-                "prompt": item.prompt,
-                "target_kind": item.target_kind,
-                "target": item.target,
-                "model": model_name,
-                "background": int(background),
-                "status": str(record.status),
-                "residency": str(record.residency),
-                "run_epoch": record.run_epoch,
-                "created_at": record.created_at,
-                "engine": self.engine.name,
-                "grants": json.dumps(list(grants)),
-                "tools": json.dumps(names),
-            }
-        )
-        self.store.event(record.id, "status", {"from": None, "to": "pending", "epoch": 1})
-        return record
-
-    def _target(self, item: SpawnItem) -> tuple[str, str, list[str]]:
-        """``(instructions, agent name, the agent's own tools)`` of a child's target.
-
-        Raises:
-            ConfigError: the agent is not configured (any more).
-        """
-        if item.category is not None:
-            category = self.config.categories.get(item.category)
-            instructions = (category.instructions if category else "") or prompt_text(
-                "worker_instructions.md"
-            )
-            return instructions, item.category, []
-        definition = self.config.agent(item.subagent_type or "")
-        return definition.instructions, item.subagent_type or "", list(definition.tools or [])
-
-    def own_tools(self, item: SpawnItem) -> dict[str, ToolSpec[Any]]:
-        """The tools a child gets from its agent's definition, by name (none for a category's
-        worker, whose tools are the parent's grant)."""
-        if item.category is not None or self.agent_tools is None:
-            return {}
-        specs = self.agent_tools(item.subagent_type or "")
-        return {s.name: s for s in specs if s.name not in TASK_TOOL_NAMES}
-
-    def _child_session(
-        self,
-        record: TaskRecord,
-        instructions: str,
-        agent: str,
-        tools: Sequence[str],
-        sid: str,
-        available: dict[str, ToolSpec[Any]] | None = None,
-    ) -> Session:
-        """The child's own session: its turns go to the store (a later run rebuilds it from
-        them) and its transcript to the task's events. ``tools`` are taken from ``available``
-        (the parent's tools, or a worker's configured ones)."""
-        rules = Permissions(self.config)
-        offered = {
-            name: spec
-            for name, spec in {
-                **(record.parent.tools if available is None else available),
-                **self.own_tools(record.item),
-            }.items()
-            if rules.offered(agent, spec)  # a tool the child's agent denies is not offered
-        }
-        self._model_of[sid] = record.model_name
-        # a child rebuilt where its parent does not run (a DBOS worker) counts under its parent
-        self._root[sid] = self._root_of(record.parent.session_id)
-        child = Session(
-            # the DBOS engine wraps the model (its requests are steps, on either model engine:
-            # its wrapper tells the lean engine how to wrap a lean model)
-            self.engine.child_model(self.runtime.model(record.model_name)),
-            instructions,
-            # the DBOS engine makes each tool call a step too: a resumed run does not repeat it
-            self.engine.child_tools([offered[name] for name in tools if name in offered]),
-            agent=agent,
-            session_id=sid,
-            store=self.runtime.store,
-            on_event=lambda event: self._on_child_event(record, event),
-            repeat_limit=self.config.tasks.repeat_limit,
-            empty_retries=self.config.empty_retries(record.model_name),
-        )
-        # a background child has nobody at a terminal waiting on it to ask
-        child.can_ask = lambda: not record.background
-        # an asked call nobody here may answer waits for an answer from the store
-        child.waiter = TaskWaiter(self, record)
-        self.teams.equip(record, child)
-        child.set_compaction(  # runtime/_compacting.py
-            self.config.compaction(
-                record.model_name, record.item.category, record.item.subagent_type
-            ),
-            self.runtime.compactor,
-        )
-        if record.depth < self.config.tasks.max_depth:
-            # steps too on the DBOS engine: a replayed task call answers what it answered, and
-            # one in flight at a crash finds the children it spawned (``_replayed_ids``)
-            own = self.tools_for(child, depth=record.depth)  # ruled like any tool (deny task)
-            child.add_tools(self.engine.child_tools(self._ruled().apply(agent, own)))
-            self._sessions[sid] = child
-        return child
-
-    def _ruled(self) -> Permissions:
-        """The permission rules a child's own tools (task, team) go through, asked as its
-        other tools are (the run's approver, else its waiter)."""
-        return Permissions(self.config, self.runtime.approver)
-
-    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord:
-        """A child another process spawned, rebuilt from its store row and this process's config
-        (the DBOS engine's workers): its tools come from :attr:`remote_tools`."""
-        category = row["target"] if row["target_kind"] == "category" else None
-        item = SpawnItem(
-            prompt=row["prompt"] or "",
-            category=category,
-            subagent_type=None if category else row["target"],
-            name=row["name"],
-            task_summary=row["summary"],
-            description=row["description"],
-        )
-        depth = int(row["depth"] or 1)
-        # a grandchild whose parent (a child rebuilt here) runs in this process reports to it
-        parent = self._sessions.get(row["parent_session"]) if depth > 1 else None
-        if parent is None:  # the parent lives in another process: it reads the store
-            parent = Session(
-                self.runtime.model(row["model"]), agent="parent", session_id=row["parent_session"]
-            )
-        # a child's notice goes to its top-level parent from the process following it; a
-        # grandchild's to its parent's inbox from whichever process ends it, claimed once
-        notifies = depth > 1 and bool(row["background"])
-        record = TaskRecord(row["id"], parent, item, row["model"], depth, notifies)
-        record.status = TaskStatus(row["status"])
-        record.run_epoch = epoch
-        record.started_at = row["started_at"]
-        record.grants = list(json.loads(row.get("grants") or "[]"))
-        instructions, agent, own_tools = self._target(item)
-        stored = row.get("tools")  # the resolved tools (resume's column); else grants + own
-        names = (
-            list(json.loads(stored))
-            if stored
-            else [
-                n
-                for n in dict.fromkeys([*self.own_tools(item), *record.grants, *own_tools])
-                if n not in TASK_TOOL_NAMES
-            ]
-        )
-        record.session = self._child_session(
-            record,
-            instructions,
-            agent,
-            names,
-            row.get("child_session") or "s_" + record.id.removeprefix("t_"),
-            available=self.remote_tools or {},
-        )
-        if epoch > 1:  # a revival continues the conversation of the child's earlier runs
-            turns = self.runtime.store.turns(record.session.session_id)
-            record.session.history = history_from_turns(earlier_runs(turns, epoch))
-        if record.depth < self.config.tasks.max_depth:
-            # the children an earlier attempt of this run spawned: followed to their ends
-            self._adopt(record.session, durable=self._durable)
-        return record
-
-    # -- children of an earlier run ----------------------------------------------------------
-    @property
-    def _durable(self) -> bool:
-        """Runs may be replayed (the DBOS engine): their children outlive any one process."""
-        return self.engine.replays
-
-    def _adopt(self, session: Session, *, durable: bool = False) -> None:
-        """Take in the settled children an earlier run of ``session`` left in the store (a
-        continued session, ``kernos run --continue``), so ``task_send`` and ``task_output`` find
-        them by id or name and their names stay taken. Their conversations stay in the store
-        until one is continued. An active row belongs to another live process: left alone.
-
-        ``durable``: ``session`` is a durable child's, rebuilt on an executor (resumed after a
-        crash, or a revival): its active children are followed to their ends (the engine's
-        ``adopt``), wherever they run, and a settled one whose notice no one delivered yet
-        (its end written by a reaper while nobody followed it) has it delivered now."""
-        for row in self.store.children(session.session_id):
-            known = self.records.get(row["id"])
-            if known is not None:
-                if durable and known.parent.session_id == session.session_id:
-                    known.parent = session  # run here from its row before its parent was rebuilt
-                continue
-            try:
-                status, residency = TaskStatus(row["status"]), Residency(row["residency"])
-            except ValueError:
-                continue  # a row this version does not know how to read
-            if status in ACTIVE and not durable:
-                continue
-            category = row["target"] if row["target_kind"] == "category" else None
-            item = SpawnItem(
-                prompt=row["prompt"] or "",
-                category=category,
-                subagent_type=None if category is not None else row["target"],
-                task_summary=row["summary"],
-                description=row["description"],
-                name=row["name"],
-            )
-            record = TaskRecord(
-                row["id"], session, item, row["model"], int(row["depth"] or 1),
-                bool(row["background"]), status=status, residency=residency,
-                run_epoch=int(row["run_epoch"] or 1), final_text=row["final_text"] or "",
-                error=row["error"], created_at=row["created_at"], started_at=row["started_at"],
-                finished_at=row["finished_at"],
-            )  # fmt: skip
-            record.executor = row.get("executor")
-            self.records[record.id] = record
-            if not durable:
-                continue
-            if status in ACTIVE:
-                self.engine.adopt(record)
-            elif record.background and status in NOTIFY and record.depth > 1:  # noqa: SIM102
-                if int(row.get("notified_epoch") or 0) < record.run_epoch:  # not delivered yet
-                    self.notify(record)
-
-    def _rebuild(self, record: TaskRecord) -> bool:
-        """Bring an evicted child back in memory from the store: its session rebuilt from its
-        agent or category, model and granted tools, its conversation from its stored turns.
-        ``False`` (and the reason logged as a task event) when it cannot be."""
-        row = self.store.get(record.id)
-        sid = row["child_session"] if row else None
-        turns = self.runtime.store.turns(sid) if sid else []
-        why = None if turns else "its conversation is not in the store"
-        if row is not None and why is None:
-            try:
-                instructions, agent, _ = self._target(record.item)
-                names = json.loads(row["tools"] or "[]")
-                session = self._child_session(record, instructions, agent, names, str(sid))
-            except (ConfigError, ValueError) as exc:
-                why = f"it cannot be rebuilt: {exc}"
-        if why is not None:
-            self.store.event(record.id, "revive_refused", {"why": why})
-            return False
-        session.history = history_from_turns(turns)
-        self._adopt(session, durable=self._durable)  # its own children, when it may have had some
-        self._set_residency(record, Residency.RESIDENT)
-        record.session = session
-        return True
-
     def revive(self, record: TaskRecord, message: str) -> bool:
         """Continue a settled child on its own conversation (``run_epoch`` + 1); an evicted one
         (a child of an earlier run) is rebuilt from the store first.
@@ -577,7 +364,7 @@ class TaskManager(TaskScheduler):
         evicted = record.residency == Residency.EVICTED and record.session is None
         if record.status in SETTLED and evicted and not self._rebuild(record):
             return False
-        revived = super().revive(record, message)
+        revived = self.scheduler.revive(record, message)
         if revived:
             self._count_children(record.parent, 1)
         return revived
@@ -596,11 +383,11 @@ class TaskManager(TaskScheduler):
             [preamble, *blocks, record.item.prompt, *([guidance] if guidance else [])]
         )
 
-    # -- teams (kernos.tasks._teams) ---------------------------------------------------------
-    def _before_run(self, record: TaskRecord, session: Session) -> None:
+    # -- teams (kernos.tasks._teams), as the scheduler asks ------------------------------------
+    def before_run(self, record: TaskRecord, session: Session) -> None:
         self.teams.meter(record, session)
 
-    async def _take_mail(self, record: TaskRecord, ordinal: int) -> str | None:
+    async def take_mail(self, record: TaskRecord, ordinal: int) -> str | None:
         if record.run_key is None:  # the local engine: read in this loop step
             return self.teams.take(record, ordinal)
         if self.teams.seats.get(record.id, True) is None:
@@ -633,18 +420,6 @@ class TaskManager(TaskScheduler):
     def attachment(self, session: Session) -> TaskToolset:
         """The manager as ``session``'s toolset (what ``kernos run`` composes)."""
         return TaskToolset(self.runtime, manager=self, session=session)
-
-
-def earlier_runs(turns: Sequence[dict[str, Any]], epoch: int) -> list[dict[str, Any]]:
-    """The stored ``turns`` of a child's runs before run ``epoch``: a run that is resumed
-    replays its own turns (keyed ``EPOCH:N``, see :meth:`kernos.runtime.Session.key_turns`), so
-    the ones an earlier attempt of it stored are not history it continues from."""
-    kept = []
-    for turn in turns:
-        run, _, _ = str(turn.get("run_key") or "").partition(":")
-        if not run.isdigit() or int(run) < epoch:
-            kept.append(turn)
-    return kept
 
 
 class TaskToolset(BaseToolset):

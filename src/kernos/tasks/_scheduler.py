@@ -1,8 +1,9 @@
 """The task scheduler: per-model slots, the run loop, status transitions and completion notices
 (docs/architecture.md, "The task lifecycle").
 
-It runs children whose sessions are already built (:mod:`kernos.tasks._manager` builds them and
-their tools). Every status change goes through :meth:`TaskScheduler.move`, which checks the
+It runs children whose sessions are already built: the :class:`kernos.tasks.TaskManager` that
+holds a scheduler builds them and their tools, and answers what the scheduler asks of it through
+:class:`RunHooks`. Every status change goes through :meth:`TaskScheduler.move`, which checks the
 transition table, writes an event and wakes whoever waits for a change.
 """
 
@@ -15,13 +16,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kernos.boundary import repairs_data
 from kernos.errors import ContextExhausted
 from kernos.runtime import (
     BudgetExceeded,
     Runtime,
     Session,
-    SessionEvent,
     StoredRequest,
     format_duration,
     model_failure,
@@ -37,7 +36,7 @@ from kernos.tasks._prompts import prompt_text
 from kernos.tasks._record import TaskRecord as TaskRecord
 from kernos.tasks._record import compaction_note
 from kernos.tasks._state import ACTIVE, FINAL, NOTIFY, SETTLED, Residency, TaskStatus, can_move
-from kernos.tasks._store import TaskStore, executor_id, progress_payload
+from kernos.tasks._store import TaskStore, executor_id
 
 log = logging.getLogger("kernos.tasks")
 
@@ -57,6 +56,24 @@ def make_engine(scheduler: TaskScheduler) -> TaskEngine:
     return LocalEngine(scheduler)
 
 
+class RunHooks:
+    """What a scheduler asks of whoever builds its children (the ``TaskManager`` that holds
+    it): each a method whose default does nothing, so a bare scheduler runs children as built."""
+
+    def before_run(self, record: TaskRecord, session: Session) -> None:
+        """Called as each run of ``record`` starts, after its budget is set (the team bound)."""
+
+    async def take_mail(self, record: TaskRecord, ordinal: int) -> str | None:
+        """Other mail ``record``'s run reads after its prompt number ``ordinal`` (team mail,
+        see :mod:`kernos.tasks._teams`); ``None``: none."""
+        return None
+
+    def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord | None:
+        """A child another process spawned, rebuilt here from its store ``row`` to run its run
+        ``epoch`` (the DBOS engine runs it); ``None``: it cannot be rebuilt here."""
+        return None
+
+
 class TaskScheduler:
     """Runs the children of one runtime under per-model limits and wakes their parents.
 
@@ -65,6 +82,7 @@ class TaskScheduler:
         reconcile: mark tasks left pending/running by a dead process ``lost`` on start.
         engine: makes the engine that runs the children (default: as configured, see
             :func:`make_engine`).
+        hooks: what builds the children (default: :class:`RunHooks`, which rebuilds none).
     """
 
     def __init__(
@@ -73,7 +91,9 @@ class TaskScheduler:
         *,
         reconcile: bool = True,
         engine: Callable[[TaskScheduler], TaskEngine] | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
+        self.hooks = hooks if hooks is not None else RunHooks()
         self.runtime = runtime
         self.config = runtime.config
         self.store = TaskStore(runtime.store)
@@ -91,9 +111,6 @@ class TaskScheduler:
         #: the children :meth:`aclose` without waiting left unfinished: each ends ``lost`` here
         #: or stays active, left to other executors (``kernos worker``, the DBOS engine)
         self.abandoned: list[TaskRecord] = []
-        #: a background child's result reaches its parent (``False``: ``kernos run --no-wait``,
-        #: whose run ends at its first idle; the ``task`` answer says so)
-        self.delivers_results = True
         resume = crash_mode(self.config, runtime.config.store_url) == "resume"
         self.lost_on_start = self.store.reconcile(resume=resume) if reconcile else []
 
@@ -108,7 +125,8 @@ class TaskScheduler:
     def queue_position(self, record: TaskRecord) -> int | None:
         return self.engine.queue_position(record)
 
-    def _start(self, record: TaskRecord, text: str) -> None:
+    def start(self, record: TaskRecord, text: str) -> None:
+        """Start (or queue) ``record``'s next run with ``text`` as its message."""
         self.engine.start(record, text)
         self.watch_cancels()
 
@@ -126,7 +144,7 @@ class TaskScheduler:
     async def run_child(self, record: TaskRecord, text: str) -> None:
         """One admitted run of ``record``'s session, to its end state (the engines call this),
         under its target's budget and in a ``kernos.task`` span."""
-        # linked to the span current at _start: the tool call that spawned or revived the child
+        # linked to the span current at start: the tool call that spawned or revived the child
         with span(
             "kernos.task", link=True, task_id=record.id, epoch=record.run_epoch,
             parent_session=record.parent.session_id, model=record.model_name,
@@ -143,7 +161,7 @@ class TaskScheduler:
         # each run (a spawn, a revival) has the whole budget of its target
         budget = self.config.task_budget(record.item.category, record.item.subagent_type)
         session.set_budget(budget)
-        self._before_run(record, session)
+        self.hooks.before_run(record, session)
         # a run the engine may replay (DBOS resumes it after a crash) keys its events and turns
         record.run_key = str(record.run_epoch) if self.engine.replays else None
         record.events_keyed, record.calls_keyed = 0, {}
@@ -226,7 +244,7 @@ class TaskScheduler:
             if interrupted:  # asked from another process, since the cancel poll last looked
                 record.interrupt = True
                 return None
-        mail = await self._take_mail(record, ordinal)
+        mail = await self.hooks.take_mail(record, ordinal)
         if mail is not None:
             batch.append(mail)
         queued = session.take_queued()
@@ -234,19 +252,10 @@ class TaskScheduler:
             batch.append(queued)
         return "\n\n".join(batch) if batch else None
 
-    def _before_run(self, record: TaskRecord, session: Session) -> None:
-        """Called as each run of ``record`` starts, after its budget is set (the manager's
-        team bound)."""
-
-    async def _take_mail(self, record: TaskRecord, ordinal: int) -> str | None:
-        """Other mail ``record``'s run reads after its prompt number ``ordinal`` (team mail,
-        see :mod:`kernos.tasks._teams`); ``None``: none."""
-        return None
-
     def rebuild(self, row: dict[str, Any], epoch: int) -> TaskRecord | None:
         """A child another process spawned, rebuilt here from its store ``row`` to run its run
-        ``epoch`` (the DBOS engine runs it); ``None``: this scheduler cannot (the manager can)."""
-        return None
+        ``epoch`` (the DBOS engine runs it) by :attr:`hooks`; ``None``: not here."""
+        return self.hooks.rebuild(row, epoch)
 
     def move(
         self,
@@ -290,79 +299,6 @@ class TaskScheduler:
             self.notify(record)
         self.wake()
         return True
-
-    def _on_child_event(self, record: TaskRecord, event: SessionEvent) -> None:
-        data = event.data
-        if event.kind == "prompt":
-            self._child_event(record, "message", {"role": "user", "text": data.get("text", "")})
-        elif event.kind == "text":
-            self._child_event(
-                record, "message", {"role": "assistant", "text": data.get("text", "")}
-            )
-        elif event.kind == "tool_call":
-            self._child_event(
-                record,
-                "tool_call",
-                {"name": data.get("name"), "args": data.get("args")},
-                data.get("call_id"),
-            )
-        elif event.kind == "normalized":
-            self._child_event(
-                record,
-                "normalized",
-                {"name": data.get("name"), "repairs": repairs_data(data["repairs"])},
-                data.get("call_id"),
-            )
-        elif event.kind == "compaction":  # where the child's context was compacted
-            keys = ("first_turn", "last_turn", "status", "model", "drafts")
-            payload = {key: data.get(key) for key in keys}
-            # sizes under keys the store's scrubber does not read as secrets ("token")
-            payload.update(
-                before=data.get("tokens_before"),
-                after=data.get("tokens_after"),
-                losses=data.get("losses") or [],
-            )
-            self._child_event(record, "compaction", payload)
-        elif event.kind == "tool_result":
-            result = data.get("result")
-            self._child_event(
-                record,
-                "tool_result",
-                {
-                    "name": data.get("name"),
-                    "text": getattr(result, "text", ""),
-                    "is_error": getattr(result, "is_error", False),
-                },
-                data.get("call_id"),
-            )
-        elif event.kind == "progress":
-            # unkeyed: a replayed call need not report the same progress (it moves no ordinal)
-            self.store.event(record.id, "progress", progress_payload(data))
-        if record.parent.on_event is not None:
-            record.parent.on_event(event)
-
-    def _child_event(
-        self, record: TaskRecord, kind: str, payload: dict[str, Any], call: Any = None
-    ) -> None:
-        """One transcript event of ``record``'s run. In a durable run it is keyed by its
-        ordinal (``EPOCH:N``; prompts, texts and tool calls come in the same order on every
-        replay), a tool result by its call's key (``EPOCH:Nr``): a replay's results may come
-        back in another order when a recorded one is returned and an in-flight one re-run; a
-        receipt by its call's key too (``EPOCH:Nn``), so it does not move the ordinals."""
-        key = None
-        if record.run_key is not None:
-            called = record.calls_keyed.pop(call, None) if kind == "tool_result" and call else None
-            repaired = record.calls_keyed.get(call) if kind == "normalized" and call else None
-            if repaired is not None:
-                key = repaired + "n"
-            elif called is not None:
-                key = called + "r"
-            else:
-                record.events_keyed += 1
-                key = f"{record.run_key}:{record.events_keyed}"
-                if kind == "tool_call" and call:
-                    record.calls_keyed[call] = key
-        self.store.event(record.id, kind, payload, key=key)
 
     # -- notices -----------------------------------------------------------------------------
     def notice(self, record: TaskRecord) -> str:
@@ -557,7 +493,7 @@ class TaskScheduler:
         record.executor = None
         self.store.update(record.id, run_epoch=record.run_epoch, background=1, executor=None)
         self.store.event(record.id, "revived", {"epoch": record.run_epoch})
-        self._start(record, message)
+        self.start(record, message)
         return True
 
     def evict(self, record: TaskRecord) -> None:
@@ -565,9 +501,11 @@ class TaskScheduler:
         store (:meth:`kernos.tasks.TaskManager.revive`)."""
         if record.status in ACTIVE:
             return
-        self._set_residency(record, Residency.EVICTED)
+        self.set_residency(record, Residency.EVICTED)
 
-    def _set_residency(self, record: TaskRecord, residency: Residency) -> None:
+    def set_residency(self, record: TaskRecord, residency: Residency) -> None:
+        """Record ``record``'s residency; its session is dropped from memory (a disposed child
+        stays disposed)."""
         if record.residency == residency or record.residency == Residency.DISPOSED:
             return
         record.residency = residency
@@ -633,5 +571,5 @@ class TaskScheduler:
                 continue  # another executor resumes it: its row is not this process's to end
             # a settled child outlives the run: a later run's task_send rebuilds it from the store
             settled = record.status in SETTLED
-            self._set_residency(record, Residency.EVICTED if settled else Residency.DISPOSED)
+            self.set_residency(record, Residency.EVICTED if settled else Residency.DISPOSED)
         self.store.flush()

@@ -14,16 +14,25 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from kernos.boundary import ToolContext, ToolError, ToolSpec, identifier, non_blank_text
+from kernos.boundary import ToolContext, ToolError, ToolSpec
 from kernos.runtime import BudgetExceeded, BudgetMeter, Session
 from kernos.tasks._prompts import prompt_text
 from kernos.tasks._resolve import SpawnItem, clip_shown
 from kernos.tasks._state import ACTIVE, Residency, TaskStatus
+from kernos.tasks._team_args import (
+    BoardAddArgs,
+    BoardListArgs,
+    BoardUpdateArgs,
+    Seat,
+    TeamSendArgs,
+    TeamStatusArgs,
+    TeamWaitArgs,
+    prepare_team_args,
+)
 from kernos.tasks._team_rules import (
     BOARD_STATUSES,
     CLOSED,
@@ -43,78 +52,6 @@ if TYPE_CHECKING:
 #: the tools a member gets, and the lead's (in the order they are added)
 MEMBER_TOOLS = ("team_send", "board_add", "board_list", "board_update")
 LEAD_TOOLS = ("team_send", "team_status", "team_wait", "board_add", "board_list", "board_update")
-
-
-@dataclass(frozen=True, slots=True)
-class Seat:
-    """Who calls a team tool: the lead (``name == "lead"``) or a member, in one team."""
-
-    lead: str
-    team: str
-    name: str
-
-
-# -- parameters ----------------------------------------------------------------------------------
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class TeamSendArgs(_Args):
-    to: str
-    message: str
-    team: str | None = None
-
-
-class TeamStatusArgs(_Args):
-    team: str | None = None
-
-
-class TeamWaitArgs(_Args):
-    team: str | None = None
-    until: Literal["idle", "mail"] = "idle"
-    timeout: float = 300
-
-
-class BoardAddArgs(_Args):
-    title: str
-    detail: str | None = None
-    team: str | None = None
-
-
-class BoardListArgs(_Args):
-    status: Literal["open", "claimed", "done", "dropped"] | None = None
-    team: str | None = None
-
-
-class BoardUpdateArgs(_Args):
-    id: int
-    status: Literal["open", "claimed", "done", "dropped"] | None = None
-    note: str | None = None
-    owner: str | None = None
-    team: str | None = None
-
-
-def _prepare(raw: Any) -> dict[str, Any]:
-    """Padding to absence: blank strings, ``null`` words; ``message``/``note``/``detail``/
-    ``title`` kept verbatim when not blank."""
-    if not isinstance(raw, dict):
-        return {}
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        cleaned: Any
-        if key in ("message", "note", "detail", "title"):
-            cleaned = non_blank_text(value)
-        elif key in ("id", "timeout"):
-            cleaned = value if isinstance(value, int | float) or non_blank_text(value) else None
-        elif key == "to":
-            cleaned = value.strip() if isinstance(value, str) and value.strip() else None
-        else:
-            cleaned = identifier(value)
-        if cleaned is not None:
-            out[key] = cleaned
-    return out
 
 
 class TeamMeter(BudgetMeter):
@@ -540,7 +477,7 @@ class Teams:
                 description=prompt_text(run[name][0]),
                 params=run[name][1],
                 execute=run[name][2],
-                prepare=_prepare,
+                prepare=prepare_team_args,
                 max_retries=retries,
             )
             for name in names

@@ -298,9 +298,6 @@ class DBOSEngine(_HandOver, _Following, _Recovery, _Sharing, _Launching):
                     )  # fmt: skip
 
     # -- one run ----------------------------------------------------------------------------
-    def owns(self, task_id: str, epoch: int) -> bool:
-        return workflow_id(task_id, epoch) in self._admissions
-
     async def _run(self, record: TaskRecord, text: str) -> None:
         assert self.loop is not None
         wf_id = workflow_id(record.id, record.run_epoch)

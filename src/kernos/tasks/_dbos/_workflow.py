@@ -8,7 +8,7 @@ import concurrent.futures
 import contextvars
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dbos import DBOS
 
@@ -16,16 +16,15 @@ from kernos.tasks._dbos._base import ContextItems, EngineBase
 from kernos.tasks._dbos._launch import workflow_id
 from kernos.tasks._state import TaskStatus
 
-if TYPE_CHECKING:
-    from kernos.tasks._dbos._engine import DBOSEngine
-
 log = logging.getLogger("kernos.tasks")
 
-#: the engines of this process, which the workflow body hands each run to
-_ENGINES: list[DBOSEngine] = []
+#: the engines of this process, which the workflow body hands each run to: each one's hand-over
+#: part (:class:`_HandOver`) is all the workflow needs of it, so this module never imports the
+#: engine that joins the parts (:mod:`kernos.tasks._dbos._engine`)
+_ENGINES: list[_HandOver] = []
 #: engines of this process whose DBOS launched (or is launching) but that are not in
 #: :data:`_ENGINES` yet: a workflow DBOS dequeues meanwhile waits for them
-_BOOTING: list[DBOSEngine] = []
+_BOOTING: list[_HandOver] = []
 #: how long a dequeued workflow waits for an engine of this process to register
 REGISTER_WAIT_SECONDS = 30.0
 
@@ -81,6 +80,10 @@ async def child_workflow(task_id: str, text: str, epoch: int) -> str:
 
 class _HandOver(EngineBase):
     """Runs handed over by DBOS: this process's own, and other processes' children."""
+
+    def owns(self, task_id: str, epoch: int) -> bool:
+        """Run ``epoch`` of ``task_id`` is this engine's own, waiting for its admission."""
+        return workflow_id(task_id, epoch) in self._admissions
 
     async def run_remote(self, task_id: str, text: str, epoch: int, items: ContextItems) -> str:
         """Run a child another process spawned (or one whose executor died), rebuilt from the
