@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 ## kernos installed (what `kernos demo` needs); the dev install makes it true as well
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: demo test lint typecheck pytest bench inspector conformance
+.PHONY: demo test test-slow lint typecheck pytest pytest-slow bench inspector conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(RUN_STAMP)
 	$(BIN)/kernos demo
 
-## make test: every check: ruff lint + format check, mypy strict on src/, pytest
+## make test: every check: ruff lint + format check, mypy strict on src/, pytest without the
+## tests marked slow (under 7 minutes on 2 cores)
 test: lint typecheck pytest
+
+## make test-slow: the tests marked slow (real `kernos worker` processes killed and resumed,
+## DBOS on a real PostgreSQL, the task suite again on DBOS, the MCP conformance suite); CI
+## runs it after `make test`, so CI runs every test
+test-slow: pytest-slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -44,7 +50,10 @@ typecheck: $(STAMP)
 ## the 15 slowest tests are listed at the end, where the suite's time goes
 PYTEST_WORKERS ?= auto
 pytest: $(STAMP) inspector conformance
-	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15
+	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15 -m "not slow"
+
+pytest-slow: $(STAMP) inspector conformance
+	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15 -m slow
 
 ## the MCP Inspector CLI (npm) that tests/serve drives against `kernos mcp`; skipped without npm
 INSPECTOR := $(VENV)/npm/node_modules/.bin/mcp-inspector

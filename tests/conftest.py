@@ -1,9 +1,13 @@
-"""Shared fixtures: a scripted local OpenAI-compatible server and an isolated kernos home."""
+"""Shared fixtures: a scripted local OpenAI-compatible server, an isolated kernos home, one
+throw-away PostgreSQL for the session (``postgres_url``, ``fresh_postgres_url``) and the processes
+a test starts (``procs``: ``kernos worker``, ``kernos run``), stopped before its database goes."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +17,9 @@ from kernos.runtime import forget_secrets
 from kernos.testing import FakeOpenAIServer
 
 from ._postgres import PostgresServer, create_database, drop_database, postgres_missing
+
+#: the processes a test started (the ``procs`` fixture's list), on the test's node
+_STARTED = pytest.StashKey[list["subprocess.Popen[str]"]]()
 
 KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-defined]
 
@@ -101,11 +108,37 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
-    """An empty database of its own for one test (dropped afterwards)."""
+def fresh_postgres_url(postgres_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """An empty database of its own for one test, dropped afterwards: after the test's
+    processes (``procs``) have stopped: a worker whose database was dropped under it cannot
+    finish its clean-up, and is cut off only 30 s later."""
     url = create_database(postgres_url)
     yield url
+    stop_processes(request.node.stash.get(_STARTED, []))
     drop_database(postgres_url, url)
+
+
+@pytest.fixture
+def procs(request: pytest.FixtureRequest) -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test started (``kernos run``, ``kernos worker``): stopped after it (before
+    its ``fresh_postgres_url`` is dropped, whichever fixture came first)."""
+    started: list[subprocess.Popen[str]] = request.node.stash.setdefault(_STARTED, [])
+    yield started
+    stop_processes(started)
+
+
+def stop_processes(started: list[subprocess.Popen[str]], timeout: float = 30.0) -> None:
+    """SIGTERM to every process still running, all at once; then each is waited for, and
+    killed if it has not ended within ``timeout`` seconds. One that has ended is left alone."""
+    running = [proc for proc in started if proc.poll() is None]
+    for proc in running:
+        proc.send_signal(signal.SIGTERM)
+    for proc in running:
+        try:
+            proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
 
 
 @pytest.fixture(

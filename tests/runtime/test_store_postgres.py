@@ -3,13 +3,12 @@ network cut). The writes of the failed flush stay buffered and commit once conne
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
 from kernos.runtime import Store
 from tests._stores import count_turns
+from tests._wait import wait_for
 
 
 def drop_kernos_connections(url: str) -> int:
@@ -48,8 +47,14 @@ def test_a_transaction_its_client_left_idle_does_not_hold_the_lock(fresh_postgre
     it has been idle as long as the store's timeout, and another writer gets the lock."""
     gone, other = Store(fresh_postgres_url, timeout=1.0), Store(fresh_postgres_url, timeout=5.0)
     with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout), gone.transaction() as conn:
-        conn.execute("SELECT 1")  # holds the writer's lock, then says nothing more
-        time.sleep(3)
+        # holds the writer's lock, then says nothing more
+        (backend,) = conn.execute("SELECT pg_backend_pid()").fetchone()
+        alive = "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = %s"
+        with psycopg.connect(fresh_postgres_url, autocommit=True) as admin:
+            wait_for(
+                lambda: admin.execute(alive, (backend,)).fetchone() == (0,),
+                "the server to end the idle transaction's session",
+            )
         other.record_turn("s_3", "main", "user", "written")  # waits up to 5 s for the lock
         assert count_turns(fresh_postgres_url, "s_3") == 1
     gone.record_turn("s_3", "main", "assistant", "connected again")  # nothing else was lost

@@ -3,8 +3,6 @@ pointed at the local OpenAI-compatible server, and helpers to script parent vs c
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,22 +53,6 @@ def runtime(project: Path, server: FakeOpenAIServer) -> Iterator[Runtime]:
     rt = Runtime(load_config(cwd=project))
     yield rt
     rt.close()
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test started (``kernos run``, ``kernos worker``): stopped with SIGTERM after
-    it, killed if they do not end within 30 s."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

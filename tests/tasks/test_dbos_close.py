@@ -102,6 +102,7 @@ async def test_an_engine_whose_queue_is_refused_does_not_leave_dbos_launched(
 
 
 @pytest.mark.postgres
+@pytest.mark.slow  # a real `kernos worker` on PostgreSQL
 async def test_a_follower_on_postgres_reads_a_status_change_when_it_commits(
     project: Path,
     server: FakeOpenAIServer,

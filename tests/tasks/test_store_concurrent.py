@@ -10,13 +10,15 @@ import time
 from pathlib import Path
 
 from tests._stores import count_turns
+from tests._wait import wait_for
 
 from kernos.runtime import Store
 from kernos.tasks import TaskStore
 
 ROUNDS = 150
 
-#: waits for the go file, then writes ROUNDS loop turns of a turn, a task row and two events
+#: says it is ready (the file ``GO.NAME``), waits for the go file, then writes ROUNDS loop turns
+#: of a turn, a task row and two events
 WRITER = """
 import asyncio, os, sys, time
 from kernos.runtime import Store
@@ -26,6 +28,7 @@ target, name, go, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4
 
 async def main() -> None:
     tasks = TaskStore(Store(target))
+    open(f"{go}.{name}", "w").close()
     while not os.path.exists(go):
         await asyncio.sleep(0.005)
     for n in range(rounds):
@@ -60,8 +63,9 @@ def test_two_processes_writing_at_once_lose_nothing(store_target: str, tmp_path:
         )
         for name in ("a", "b")
     ]
-    time.sleep(0.5)  # both are importing; the go file starts them together (not a timing check)
-    go.write_text("go", encoding="utf-8")
+    ready = [tmp_path / f"go.{name}" for name in ("a", "b")]
+    wait_for(lambda: all(p.exists() for p in ready), "both writers ready", alive=writers)
+    go.write_text("go", encoding="utf-8")  # both start at once
     for writer in writers:
         _, stderr = writer.communicate(timeout=120)
         assert writer.returncode == 0, stderr

@@ -40,6 +40,7 @@ def test_a_grace_that_is_not_a_duration_is_refused_before_anything_starts(
     assert "executing" not in done.stderr
 
 
+@pytest.mark.slow  # a real `kernos worker` on PostgreSQL, stopped past its grace
 def test_a_clean_up_that_outlasts_the_grace_prints_where_it_waits_and_exits_1(
     project: Path, server: FakeOpenAIServer, fresh_postgres_url: str
 ) -> None:
