@@ -1,11 +1,14 @@
 """A DBOS child's asked call waits durably: its worker is SIGKILLed while it waits, another
 worker resumes it still waiting on the same request, a person approves it from another process,
-and the tool runs exactly once (the file it appends to has one line)."""
+and the tool runs exactly once (the file it appends to has one line). A waiting grandchild's
+parent (a child on another worker) is told which request it waits on, through its inbox."""
 
 from __future__ import annotations
 
 import json
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,8 @@ from test_dbos import start
 from tests import _wait as wait
 from tests.cli.test_run import kernos
 
+from kernos.runtime import Store
+from kernos.tasks._store import TaskStore
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
 CONFIG = """
@@ -132,3 +137,100 @@ def _executor(project: Path, task_id: str) -> str | None:
     if shown.returncode != 0:
         return None
     return str(json.loads(shown.stdout).get("task", {}).get("executor"))
+
+
+#: the grandchildren run on a model of their own, so a second worker runs them; no process is
+#: killed, so the heartbeat is the default (on a loaded machine, a worker does not look dead)
+NESTED = CONFIG.replace(
+    "[permissions]",
+    '[categories.quick]\ndescription = "Small, fast edits"\nmodel = "openai-chat:quick"\n'
+    'instructions = "QUICK-WORKER: you edit."\n\n[permissions]',
+).replace("heartbeat = 0.5\n", "max_depth = 2\n")
+
+
+@pytest.mark.slow
+def test_a_waiting_grandchild_s_parent_on_another_worker_is_told_the_request(
+    project: Path, server: FakeOpenAIServer, procs: list[Any]
+) -> None:
+    (project / "kernos.toml").write_text(NESTED, "utf-8")
+    (project / "steps_probe.py").write_text(PROBE, "utf-8")
+    effects = project / "side_effects.txt"
+    spawn = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+             "run_in_background": True, "tools": ["append_line"]}  # fmt: skip
+    count = {"prompt": "Count the tests.", "category": "quick", "name": "count",
+             "run_in_background": True, "tools": ["append_line"]}  # fmt: skip
+    seen, counted = threading.Event(), threading.Event()
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task"), repeat=True),
+        tool_call("task", count, when=agent_is("EXPLORE-AGENT", "Survey the repository.")),
+        # the child's turn ends once the grandchild waits; it reads its inbox then
+        text("Waiting for the count.", when=agent_is("EXPLORE-AGENT", "Started task"), hold=seen),
+        tool_call(
+            "append_line", {"line": "counted once"}, when=agent_is("QUICK-WORKER", "Count the")
+        ),
+        text("7 tests.", when=agent_is("QUICK-WORKER", "appended counted once")),
+        # told of the request: its turn ends once the grandchild is done, so it reads that too
+        text(
+            "It waits on a person.", when=agent_is("EXPLORE-AGENT", "kernos approve"), hold=counted
+        ),
+        text("Survey done: 7 tests.", when=agent_is("EXPLORE-AGENT", "task completion")),
+        text("All done.", when=agent_is("MAIN-AGENT", "task completion")),
+    )
+    try:
+        procs.append(children := start(project, server, "worker", "--models", "openai-chat:test"))
+        procs.append(
+            grandchildren := start(project, server, "worker", "--models", "openai-chat:quick")
+        )
+        procs.append(run := start(project, server, "run", "survey it", "-q"))
+        alive = [children, grandchildren, run]
+        (request,) = wait.wait_for(lambda: _open(project), "an approval request", alive=alive)
+        assert _status(project, request["task_id"]) == "waiting"
+        seen.set()
+
+        def told() -> list[dict[str, Any]]:
+            return [r for r in server.requests if agent_is("EXPLORE-AGENT", request["id"])(r)]
+
+        (notice, *_) = wait.wait_for(told, "the child told of the request", alive=alive)
+        said = str(notice["messages"][-1]["content"])
+        assert f"task waiting name:count id:{request['task_id']} status:waiting" in said
+        assert f"kernos approve {request['id']}" in said
+        approved = kernos("approve", request["id"], cwd=project)
+        assert approved.returncode == 0, approved.stderr
+        wait.wait_for(
+            lambda: _status(project, request["task_id"]) == "completed",
+            "the grandchild to finish",
+            alive=alive,
+        )
+        counted.set()
+        out, errors = run.communicate(timeout=120)
+    finally:
+        seen.set()
+        counted.set()
+    assert run.returncode == 0, errors
+    assert out == "All done.\n"
+    assert effects.read_text("utf-8") == "counted once\n"
+    assert len(told()) == 1  # told once
+    # the notice went to the child that spawned it, not to the top parent
+    assert not [r for r in server.requests if agent_is("MAIN-AGENT", request["id"])(r)]
+
+
+def test_a_waiting_notice_goes_into_the_parent_s_inbox_once_per_request(store_target: str) -> None:
+    store = Store(store_target)
+    tasks = TaskStore(store)
+    try:
+        rows = [("t_c", "s_main", "s_c", 1), ("t_g", "s_c", "s_g", 2)]
+        for task_id, parent, child, depth in rows:
+            tasks.insert({
+                "id": task_id, "parent_session": parent, "child_session": child, "depth": depth,
+                "target_kind": "agent", "target": "explore", "model": "m", "status": "running",
+                "residency": "resident", "created_at": time.time(), "engine": "dbos",
+            })  # fmt: skip
+        # told by its run, then by a replay or a resumed run of it: one message
+        told = [tasks.tell_session("s_c", f"waits {n}", "approval:a_1") for n in range(2)]
+        assert told == [True, False]
+        assert tasks.tell_session("s_c", "waits again", "approval:a_2")
+        assert tasks.take_messages("t_c", 1, 1) == (["waits 0", "waits again"], False)
+        assert not tasks.tell_session("s_main", "to the top", "approval:a_3")  # no task's session
+    finally:
+        store.close()

@@ -184,6 +184,28 @@ def waiting_notice(record: TaskRecord, request: StoredRequest) -> str:
     )
 
 
+def tell_waiting(
+    scheduler: EngineHost, record: TaskRecord, request: StoredRequest, *, durable: bool
+) -> None:
+    """Tell ``record``'s parent that it waits on ``request``. A grandchild of a ``durable``
+    engine (one that replays runs) tells it through its parent's inbox in the store, once per
+    request: its parent is a durable run that reads it after its current turn, in whichever
+    process runs either of them, and a replay of that run reads it again (as a grandchild's
+    completion notice, ``TaskScheduler.notify``). Otherwise the parent's session is told."""
+    notice = waiting_notice(record, request)
+    if record.depth <= 1 or not durable:
+        scheduler.tell_parent(record, notice)
+        return
+    key = f"approval:{request.id}"
+    try:
+        told = scheduler.store.tell_session(record.parent.session_id, notice, key)
+    except Exception as exc:  # the store is unreachable: the notice is skipped, the wait goes on
+        log.warning("task %s: its parent was not told it waits: %s", record.id, exc)
+        return
+    if told:
+        scheduler.wake()
+
+
 def expire_requests(scheduler: EngineHost, record: TaskRecord, status: TaskStatus) -> None:
     """Close ``record``'s open requests as its run ends ``status`` (nobody will wait on them)."""
     try:
@@ -200,7 +222,7 @@ def follow_waiting(scheduler: EngineHost, record: TaskRecord, status: TaskStatus
         return
     record.status = TaskStatus.WAITING
     if record.executor == executor_id() or record.depth > 1:
-        return  # run here: told by waiting(); a grandchild's parent reads its own inbox
+        return  # run here: told by waiting(); a grandchild's parent by its inbox (tell_waiting)
     asyncio.get_running_loop().create_task(_tell_waiting(scheduler, record))
 
 

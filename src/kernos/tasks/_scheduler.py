@@ -28,7 +28,7 @@ from kernos.runtime import (
     scrub_text,
     span,
 )
-from kernos.tasks._approvals import waiting_notice
+from kernos.tasks._approvals import tell_waiting
 from kernos.tasks._engine import LocalEngine, TaskEngine, crash_mode, engine_name
 from kernos.tasks._prompts import prompt_text
 
@@ -353,7 +353,7 @@ class TaskScheduler:
         ``waiting`` and its parent is told which request, and how a person answers it."""
         self.move(record, TaskStatus.WAITING)
         self.store.event(record.id, "approval_asked", {"request": request.id, "tool": request.tool})
-        self.tell_parent(record, waiting_notice(record, request))
+        tell_waiting(self, record, request, durable=self.engine.replays)
 
     def resumed(self, record: TaskRecord, request: StoredRequest) -> None:
         """The request ``record`` waited on was answered (or timed out): it runs again."""

@@ -86,19 +86,9 @@ class _Executors:
         self.flush()  # the end it reports first: no one reads the notice of a run still active
         now = time.time()
         with self.store.transaction() as conn:
-            found = (
-                conn.execute(  # child sessions are named after their tasks: by key first
-                    "SELECT id FROM tasks WHERE id = ? AND child_session = ?",
-                    ("t_" + parent_session.removeprefix("s_"), parent_session),
-                ).fetchall()
-                or conn.execute(
-                    "SELECT id FROM tasks WHERE child_session = ? ORDER BY created_at LIMIT 1",
-                    (parent_session,),
-                ).fetchall()
-            )
-            if not found:
+            parent = _task_of_session(conn, parent_session)
+            if parent is None:
                 return False
-            parent = found[0][0]
             cursor = conn.execute(
                 "UPDATE tasks SET notified_epoch = ? WHERE id = ? AND notified_epoch < ?",
                 (epoch, task_id, epoch),
@@ -109,6 +99,30 @@ class _Executors:
                 "INSERT INTO task_inbox (task_id, seq, message, created_at) "
                 "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM task_inbox WHERE task_id = ?",
                 (parent, redact(message), now, parent),
+            )
+        return True
+
+    def tell_session(self, parent_session: str, message: str, key: str) -> bool:
+        """Put ``message`` in the inbox of the task whose session is ``parent_session`` (a
+        durable child), once under ``key`` however often it is told (a replayed or resumed run
+        telling it again): ``True`` when this call stored it. ``False``: stored already, or
+        ``parent_session`` is no task's. Its run reads it after its current turn, as it reads a
+        grandchild's completion notice (:meth:`deliver_notice`)."""
+        self.flush()
+        now = time.time()
+        with self.store.transaction() as conn:
+            parent = _task_of_session(conn, parent_session)
+            if parent is None:
+                return False
+            told = conn.execute(
+                "SELECT 1 FROM task_inbox WHERE task_id = ? AND send_key = ?", (parent, key)
+            ).fetchall()
+            if told:
+                return False
+            conn.execute(
+                "INSERT INTO task_inbox (task_id, seq, message, created_at, send_key) "
+                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM task_inbox WHERE task_id = ?",
+                (parent, redact(message), now, key, parent),
             )
         return True
 
@@ -244,3 +258,18 @@ class _Executors:
         # a request it waited on will not be waited on any more (kernos.tasks._approvals)
         ApprovalStore(self.store).expire_task(task_id, "the task was lost: " + reason)
         return True
+
+
+def _task_of_session(conn: Any, session_id: str) -> str | None:
+    """The id of the task whose child session is ``session_id`` (``None``: no task's)."""
+    found = (
+        conn.execute(  # child sessions are named after their tasks: by key first
+            "SELECT id FROM tasks WHERE id = ? AND child_session = ?",
+            ("t_" + session_id.removeprefix("s_"), session_id),
+        ).fetchall()
+        or conn.execute(
+            "SELECT id FROM tasks WHERE child_session = ? ORDER BY created_at LIMIT 1",
+            (session_id,),
+        ).fetchall()
+    )
+    return str(found[0][0]) if found else None
