@@ -282,6 +282,17 @@ class LeftChild:
     label: str
     status: str
 
+    def line(self, ended: str) -> str:
+        """What a person is told about it when ``ended`` (``the run``, ``the chat``) ended: where
+        its result will be."""
+        fate = (
+            f"stopped unfinished (lost) as {ended} ended"
+            if self.status == "lost"
+            else f"left to the workers ({self.status})"
+        )
+        where = f"read it with `kernos tasks output {self.id}`"
+        return f"child {self.id} ({self.label}) {fate}; {where}"
+
 
 @dataclass(frozen=True)
 class RunOutcome:

@@ -22,6 +22,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from tests.conftest import KERNOS
+from tests.mcp.oauth_server import OAuthDocsServer, oauth_docs_server
 
 BIN = Path(sys.executable).parent
 RECORDER = Path(__file__).with_name("recording_server.py")
@@ -152,3 +153,10 @@ def docs_server() -> Iterator[DocsServer]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.fixture
+def docs() -> Iterator[OAuthDocsServer]:
+    """The test authorization server and the MCP server it guards (tests/mcp/oauth_server.py)."""
+    with oauth_docs_server() as running:
+        yield running

@@ -7,98 +7,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
-import subprocess
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
-from tests.conftest import KERNOS
-from tests.mcp.conftest import kernos, kernos_env, toml_str, tool_data
+from tests.mcp._oauth import expire_login, log_in, run_search, token_file, write_config
+from tests.mcp.conftest import kernos, tool_data
 from tests.mcp.oauth_server import (
     ANSWER,
     SCOPE,
     WRITE_SCOPE,
     OAuthDocsServer,
-    oauth_docs_server,
 )
-
-URL_LINE = re.compile(r"^(http://127\.0\.0\.1:\d+/authorize\?\S+)$", re.M)
-
-
-@pytest.fixture
-def docs() -> Iterator[OAuthDocsServer]:
-    with oauth_docs_server() as running:
-        yield running
-
-
-def write_config(project: Path, docs: OAuthDocsServer, extra: str = "") -> None:
-    (project / "kernos.toml").write_text(
-        f'[mcp.docs]\nurl = {toml_str(docs.url)}\nauth = "oauth"\n{extra}'
-    )
-
-
-def token_file(project: Path) -> Path:
-    return project / ".kernos" / "mcp-auth" / "docs.json"
-
-
-def log_in(project: Path) -> subprocess.CompletedProcess[str]:
-    """`kernos mcp login docs`, with a test HTTP client as the person's browser: it follows the
-    printed authorization URL through the server's approval to kernos's loopback callback."""
-    env = {k: v for k, v in kernos_env(project).items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    process = subprocess.Popen(
-        [KERNOS, "mcp", "login", "docs"],
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    seen: list[str] = []
-    found = threading.Event()
-
-    def read_stderr() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            seen.append(line)
-            if URL_LINE.match(line.strip()):
-                found.set()
-
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
-    try:
-        assert found.wait(60), f"no authorization URL printed: {''.join(seen)}"
-        url = next(m[1] for line in seen if (m := URL_LINE.match(line.strip())))
-        with httpx2.Client(follow_redirects=True, timeout=30) as browser:
-            page = browser.get(url)
-        assert page.status_code == 200, page.text
-        assert "kernos received the login for [docs]" in page.text
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    reader.join(timeout=10)
-    assert process.stdout is not None
-    out = process.stdout.read()
-    process.stdout.close()
-    assert process.stderr is not None
-    process.stderr.close()
-    return subprocess.CompletedProcess(process.args, process.returncode, out, "".join(seen))
-
-
-def run_search(project: Path, server: FakeOpenAIServer) -> subprocess.CompletedProcess[str]:
-    server.script(
-        tool_call("docs__search", '{"query": "oauth"}'),
-        text("Two pages.", when="docs: 2 pages"),
-    )
-    return kernos("run", "Search the docs.", "-m", "openai-chat:x", cwd=project, env=server.env())
 
 
 def test_login_stores_private_tokens_and_a_run_calls_the_server_with_them(
@@ -135,12 +58,8 @@ def test_an_expired_token_is_refreshed_silently_and_saved_back(
 ) -> None:
     write_config(tmp_path, docs)
     assert log_in(tmp_path).returncode == 0
+    record = expire_login(tmp_path, docs)
     saved = token_file(tmp_path)
-    record = json.loads(saved.read_text())
-    # the token's time is up: the server refuses it, and the stored expiry says so
-    docs.auth.expire_access()
-    record["expires_at"] = time.time() - 10
-    saved.write_text(json.dumps(record))
 
     result = run_search(tmp_path, server)
     assert result.returncode == 0, result.stderr
@@ -172,12 +91,8 @@ def test_a_run_whose_refresh_fails_refuses_without_waiting_for_a_browser(
 ) -> None:
     write_config(tmp_path, docs)
     assert log_in(tmp_path).returncode == 0
-    saved = token_file(tmp_path)
-    record = json.loads(saved.read_text())
-    docs.auth.expire_access()
+    expire_login(tmp_path, docs)
     docs.auth.revoke_refresh()
-    record["expires_at"] = time.time() - 10
-    saved.write_text(json.dumps(record))
 
     result = run_search(tmp_path, server)
     assert result.returncode == 2, result.stderr

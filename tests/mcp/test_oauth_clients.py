@@ -6,32 +6,14 @@ stored login and refreshes it under the same client id."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from kernos.testing import FakeOpenAIServer
-from tests.mcp.oauth_server import OAuthDocsServer, oauth_docs_server
-from tests.mcp.test_oauth import log_in, run_search, token_file, write_config
+from tests.mcp._oauth import expire_login, log_in, run_search, token_file, write_config
+from tests.mcp.oauth_server import OAuthDocsServer
 
 CLIENT_ID = "kernos-cli"
 CIMD_URL = "https://kernos.example/client-metadata.json"
-
-
-@pytest.fixture
-def docs() -> Iterator[OAuthDocsServer]:
-    with oauth_docs_server() as running:
-        yield running
-
-
-def expire(project: Path, docs: OAuthDocsServer) -> None:
-    saved = token_file(project)
-    record = json.loads(saved.read_text())
-    docs.auth.expire_access()
-    record["expires_at"] = time.time() - 10
-    saved.write_text(json.dumps(record))
 
 
 def test_a_pre_registered_client_logs_in_without_registering(
@@ -45,7 +27,7 @@ def test_a_pre_registered_client_logs_in_without_registering(
     assert docs.auth.clients == {}  # no dynamic registration
     assert docs.auth.authorized_clients == [CLIENT_ID]
     assert "client" not in json.loads(token_file(tmp_path).read_text())  # the config's, not stored
-    expire(tmp_path, docs)
+    expire_login(tmp_path, docs)
     result = run_search(tmp_path, server)
     assert (result.returncode, result.stdout) == (0, "Two pages.\n"), result.stderr
     assert docs.auth.grants == ["authorization_code", "refresh_token"]
@@ -60,7 +42,7 @@ def test_a_client_metadata_url_is_the_client_id_when_the_server_supports_it(
     assert login.returncode == 0, login.stderr
     assert docs.auth.clients == {}  # no dynamic registration
     assert docs.auth.authorized_clients == [CIMD_URL]
-    expire(tmp_path, docs)
+    expire_login(tmp_path, docs)
     result = run_search(tmp_path, server)
     assert (result.returncode, result.stdout) == (0, "Two pages.\n"), result.stderr
     assert docs.auth.grants == ["authorization_code", "refresh_token"]

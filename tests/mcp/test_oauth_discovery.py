@@ -10,8 +10,6 @@ import os
 import stat
 import subprocess
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +18,9 @@ from kernos.testing import FakeOpenAIServer, text, tool_call
 from kernos.tools._mcp_auth import oauth_challenge
 from tests._wait import wait_for
 from tests.conftest import KERNOS
+from tests.mcp._oauth import expire_login, log_in, run_search, token_file, write_config
 from tests.mcp.conftest import kernos, kernos_env, toml_str
-from tests.mcp.oauth_server import OAuthDocsServer, oauth_docs_server
-from tests.mcp.test_oauth import log_in, run_search, token_file, write_config
-
-
-@pytest.fixture
-def docs() -> Iterator[OAuthDocsServer]:
-    with oauth_docs_server() as running:
-        yield running
+from tests.mcp.oauth_server import OAuthDocsServer
 
 
 def write_plain_config(project: Path, docs: OAuthDocsServer) -> None:
@@ -113,11 +105,8 @@ def test_two_processes_refreshing_one_login_never_spend_one_refresh_token_twice(
 ) -> None:
     write_config(tmp_path, docs)
     assert log_in(tmp_path).returncode == 0
+    expire_login(tmp_path, docs)
     saved = token_file(tmp_path)
-    record = json.loads(saved.read_text())
-    docs.auth.expire_access()
-    record["expires_at"] = time.time() - 10
-    saved.write_text(json.dumps(record))
     # the first refresh waits at the token endpoint until the second process is either there
     # too (both spending the same token) or waiting for the lock the first one holds
     docs.auth.hold_refresh = threading.Event()

@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from kernos.boundary import ToolContext, ToolError, ToolSpec
 from kernos.runtime import (
     Config,
     RecordingModel,
@@ -28,28 +26,7 @@ from kernos.runtime import (
 )
 from kernos.runtime._lean_wire import ModelResponseError, StreamAccumulator, retry_wait
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
-
-
-class KeyParams(BaseModel):
-    key: str
-
-
-async def _lookup(params: KeyParams, ctx: ToolContext) -> str:
-    return f"value of {params.key}"
-
-
-def _validate(params: KeyParams) -> ToolError | None:
-    return ToolError("forbidden_key", "That key is off limits.") if params.key == "no" else None
-
-
-LOOKUP = ToolSpec(
-    name="lookup",
-    description="Look a key up.",
-    params=KeyParams,
-    execute=_lookup,
-    validate=_validate,
-    max_retries=2,
-)
+from tests.runtime._lookup import LOOKUP
 
 
 def session(**kw: Any) -> Session:

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -25,34 +24,12 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from kernos.boundary import ToolContext, ToolError, ToolSpec
 from kernos.runtime import Config, Session, SessionEvent, Store, resolve_model
 from kernos.runtime._lean import lean_model_for
 from kernos.runtime._model_adapter import PydanticModelLean, to_pydantic_messages
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 from kernos.testing._wire import estimate_tokens
-
-
-class KeyParams(BaseModel):
-    key: str
-
-
-async def _lookup(params: KeyParams, ctx: ToolContext) -> str:
-    return f"value of {params.key}"
-
-
-def _validate(params: KeyParams) -> ToolError | None:
-    return ToolError("forbidden_key", "That key is off limits.") if params.key == "no" else None
-
-
-LOOKUP = ToolSpec(
-    name="lookup",
-    description="Look a key up.",
-    params=KeyParams,
-    execute=_lookup,
-    validate=_validate,
-    max_retries=2,
-)
+from tests.runtime._lookup import LOOKUP
 
 #: the conversation: (text, [(tool, arguments), ...]) per answer
 SCRIPT: list[tuple[str, list[tuple[str, Any]]]] = [

@@ -64,3 +64,16 @@ def test_a_waiting_run_still_promises_delivery(project: Path, gated: GatedServer
     )
     assert "Its result is delivered to you automatically" in started
     assert "child t_" not in run.stderr
+
+
+def test_a_left_child_is_told_with_what_ended_and_where_its_result_will_be() -> None:
+    from kernos._app import LeftChild
+
+    lost, queued = LeftChild("t_1", "survey", "lost"), LeftChild("t_2", "map", "pending")
+    assert lost.line("the chat") == (
+        "child t_1 (survey) stopped unfinished (lost) as the chat ended; "
+        "read it with `kernos tasks output t_1`"
+    )
+    assert queued.line("the run") == (
+        "child t_2 (map) left to the workers (pending); read it with `kernos tasks output t_2`"
+    )

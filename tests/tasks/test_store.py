@@ -128,3 +128,25 @@ def test_a_task_ends_lost_once_and_only_from_an_active_run(store_target: str) ->
         )
     finally:
         store.close()
+
+
+def test_ids_are_read_and_taken_in_chunks_one_query_can_hold(tmp_path: Any) -> None:
+    from kernos.tasks._store_schema import id_chunks
+
+    assert list(id_chunks([])) == []
+    chunks = list(id_chunks([f"t_{n}" for n in range(1001)]))
+    assert [(len(ids), marks.count("?")) for ids, marks in chunks] == [
+        (500, 500),
+        (500, 500),
+        (1, 1),
+    ]
+    assert chunks[2] == (["t_1000"], "?")
+    tasks = TaskStore(Store(tmp_path / "kernos.db"))
+    ids = [f"t_{n:08d}" for n in range(1001)]
+    for task_id in ids:
+        tasks.insert(row(task_id))
+    tasks.flush()
+    assert sorted(tasks.rows([*ids, "t_absent", ids[0]])) == ids
+    assert sorted(tasks.take("w1", ids)) == ids  # a conditional update per chunk
+    assert tasks.take("w2", ids) == {}
+    tasks.store.close()

@@ -147,3 +147,9 @@ async def test_a_symlink_inside_is_written_through_to_its_target(ws: Path) -> No
     assert not result.is_error, result.text
     assert os.path.islink(ws / "link_in.md")
     assert (ws / "README.md").read_text() == "via link\n"
+
+
+async def test_a_write_the_file_system_refuses_is_a_coded_error(ws: Path) -> None:
+    result = await call(ws, "write_file", {"path": "README.md/x.txt", "content": "y"})
+    assert result.is_error and result.details["code"] == "unwritable"
+    assert result.text == "write_file could not write the file (Not a directory); try another path"

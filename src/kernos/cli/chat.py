@@ -229,17 +229,7 @@ def register(app: typer.Typer) -> None:
                     waiting.close()
                     _save_history(history)
             for child in chat.left:  # as `kernos run --no-wait` says it
-                fate = (
-                    "stopped unfinished (lost) as the chat ended"
-                    if child.status == "lost"
-                    else f"left to the workers ({child.status})"
-                )
-                err.print(
-                    f"child {child.id} ({child.label}) {fate}; read it with "
-                    f"`kernos tasks output {child.id}`",
-                    markup=False,
-                    highlight=False,
-                )
+                err.print(child.line("the chat"), markup=False, highlight=False)
             if not quiet:
                 from kernos.runtime import summary_line, total
 

@@ -513,17 +513,7 @@ def _run(
 
         err.print(summary_line(report.total()), markup=False)
     for child in outcome.left:  # --no-wait: where each unfinished child's result will be
-        fate = (
-            "stopped unfinished (lost) as the run ended"
-            if child.status == "lost"
-            else f"left to the workers ({child.status})"
-        )
-        err.print(
-            f"child {child.id} ({child.label}) {fate}; read it with "
-            f"`kernos tasks output {child.id}`",
-            markup=False,
-            highlight=False,
-        )
+        err.print(child.line("the run"), markup=False, highlight=False)
     if stream:
         streamed.finish(outcome.text)
     elif outcome.text and not as_json:

@@ -85,10 +85,7 @@ def receipt_record(receipt: OutputReceipt, error: str | None = None) -> dict[str
         "all_sent": receipt.all_sent,
         "sent": receipt.sent,
         "total": receipt.total,
-        "items": [
-            {"index": o.index, "type": o.type, "status": o.status.value, "text": o.text}
-            for o in receipt.items
-        ],
+        "items": [o.record() for o in receipt.items],
     }
 
 

@@ -33,6 +33,11 @@ class ItemOutcome(NamedTuple):
     def confirmed(self) -> bool:
         return self.status is SendStatus.SENT
 
+    def record(self) -> dict[str, Any]:
+        """The item as the tool result's details and ``kernos send --json`` give it."""
+        status = self.status.value
+        return {"index": self.index, "type": self.type, "status": status, "text": self.text}
+
     def line(self) -> str:
         if self.status is SendStatus.SENT:
             return f"[{self.index}] {self.type} ok"
@@ -115,10 +120,7 @@ class OutputReceipt:
             "channel": self.channel,
             "sent": self.sent,
             "total": self.total,
-            "items": [
-                {"index": o.index, "type": o.type, "status": o.status.value, "text": o.text}
-                for o in self.items
-            ],
+            "items": [o.record() for o in self.items],
         }
         if any(o.status is SendStatus.FAILED for o in self.items):
             details["code"] = "send_failed"

@@ -84,8 +84,9 @@ if typing.TYPE_CHECKING:
         register_config_urls,
     )
     from kernos.runtime._lean import usage_responses
-    from kernos.runtime._lean_models import LeanModel
+    from kernos.runtime._lean_models import LeanModel, WrapperLean
     from kernos.runtime._lean_wire import Reply
+    from kernos.runtime._model_adapter import response_reply
     from kernos.runtime._model_errors import ModelTarget, model_failure
     from kernos.runtime._models import model_target, pick_model_name, resolve_model
     from kernos.runtime._permissions import (
@@ -214,6 +215,7 @@ __all__ = [
     "Watcher",
     "WorkspacePolicy",
     "WorkspaceRefused",
+    "WrapperLean",
     "add_call_counts",
     "agent_model_problem",
     "aggregate",
@@ -281,6 +283,7 @@ __all__ = [
     "reprice",
     "request_text",
     "resolve_model",
+    "response_reply",
     "response_usage",
     "scrub_result",
     "scrub_text",

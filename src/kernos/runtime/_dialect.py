@@ -79,6 +79,21 @@ def _encodable(value: Any, nul: bool = False) -> Any:
     return value
 
 
+def _apply_committed(
+    dialect: SqliteDialect | PostgresDialect, conn: Any, writes: Sequence[Write]
+) -> list[tuple[str, BaseException]]:
+    """``writes`` applied one by one (:meth:`SqliteDialect.apply`) in one transaction, committed;
+    rolled back whole when it fails. The ``(sql, error)`` of each write dropped."""
+    dialect.begin(conn)
+    try:
+        dropped = dialect.apply(conn, writes)
+        conn.execute("COMMIT")
+    except BaseException:
+        dialect.rollback(conn)
+        raise
+    return dropped
+
+
 def display_url(url: str) -> str:
     """``url`` without its password (what ``kernos -v`` and error messages show)."""
     try:
@@ -210,14 +225,7 @@ class SqliteDialect:
             sqlite3.Error: the transaction failed (the store is locked, closed or full); nothing
                 of it is stored.
         """
-        self.begin(conn)
-        try:
-            dropped = self.apply(conn, writes)
-            conn.execute("COMMIT")
-        except BaseException:
-            self.rollback(conn)
-            raise
-        return dropped
+        return _apply_committed(self, conn, writes)
 
     _BUSY = ("database is locked", "database table is locked", "database is busy")
 
@@ -420,14 +428,7 @@ class PostgresDialect:
         except BaseException:
             self.rollback(conn)
             raise
-        self.begin(conn)
-        try:
-            dropped = self.apply(conn, writes)
-            conn.execute("COMMIT")
-        except BaseException:
-            self.rollback(conn)
-            raise
-        return dropped
+        return _apply_committed(self, conn, writes)
 
     def apply(self, conn: Any, writes: Sequence[Write]) -> list[tuple[str, BaseException]]:
         """Run ``writes`` in the open transaction; returns ``(sql, error)`` for each one dropped.

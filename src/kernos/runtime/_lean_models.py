@@ -120,14 +120,29 @@ class ReplayLean:
 
 
 @dataclass
-class RecordingLean:
-    """A lean model whose answers are written to the recording's cassette."""
+class WrapperLean:
+    """A lean model around another that passes every call through: a wrapper (recording, a
+    durable step) overrides only what it adds, as pydantic-ai's ``WrapperModel`` does."""
 
     inner: LeanModel
-    recording: RecordingModel
 
     def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
         return self.inner.tool_wire(spec)
+
+    async def answer(
+        self,
+        messages: list[dict[str, Any]],
+        tools: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> Reply:
+        return await self.inner.answer(messages, tools, on_delta)
+
+
+@dataclass
+class RecordingLean(WrapperLean):
+    """A lean model whose answers are written to the recording's cassette."""
+
+    recording: RecordingModel
 
     async def answer(
         self,

@@ -56,8 +56,14 @@ _ITEM_FIELDS: dict[str, Callable[[Any], Any]] = {
 def _normalize_item(raw: dict[str, Any], prompt: str | None) -> dict[str, Any]:
     """One object entry of ``tasks`` whose prompt is already cleaned: ``prompt`` first (``""``
     when blank), then the known keys."""
-    item: dict[str, Any] = {"prompt": "" if prompt is None else prompt}
-    fields = _ITEM_FIELDS
+    return _put_known({"prompt": "" if prompt is None else prompt}, raw, _ITEM_FIELDS)
+
+
+def _put_known(
+    out: dict[str, Any], raw: dict[str, Any], fields: dict[str, Callable[[Any], Any]]
+) -> dict[str, Any]:
+    """``out`` with each key of ``raw`` that ``fields`` knows, cleaned by its helper; a key the
+    helper maps to absence is left out."""
     for key, value in raw.items():
         # ``None``, ``""``, ``[]``, ``{}`` and ``0`` are what serializers pad with and every helper
         # maps them to absence, so they are skipped before the call; ``False`` is a value.
@@ -67,8 +73,8 @@ def _normalize_item(raw: dict[str, Any], prompt: str | None) -> dict[str, Any]:
         if helper is not None:
             cleaned = helper(value)
             if cleaned is not None:
-                item[key] = cleaned
-    return item
+                out[key] = cleaned
+    return out
 
 
 def normalize_task_arguments(raw: Any) -> dict[str, Any]:
@@ -84,15 +90,7 @@ def normalize_task_arguments(raw: Any) -> dict[str, Any]:
     prompt = non_blank_text(raw.get("prompt"))
     if prompt is not None:
         out["prompt"] = prompt  # first, whatever the raw order
-    fields = _FIELDS
-    for key, value in raw.items():  # the same loop as _normalize_item's, inlined: it runs per call
-        if not value and value is not False:
-            continue
-        helper = fields.get(key)
-        if helper is not None:
-            cleaned = helper(value)
-            if cleaned is not None:
-                out[key] = cleaned
+    _put_known(out, raw, _FIELDS)
     raw_tasks = raw.get("tasks")
     if not isinstance(raw_tasks, list):
         return out  # null, "", or another odd shape: padding, not a batch

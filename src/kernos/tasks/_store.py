@@ -25,8 +25,8 @@ from kernos.tasks._store_schema import (
     _COLUMNS,
     _INSERT_EVENT,
     _INSERT_KEYED_EVENT,
-    _ROWS_AT_ONCE,
     _STILL_ACTIVE,
+    id_chunks,
 )
 from kernos.tasks._store_schema import MIGRATIONS as MIGRATIONS
 from kernos.tasks._store_schema import STATUS_CHANNEL as STATUS_CHANNEL
@@ -145,9 +145,7 @@ class TaskStore(_Executors):
         self.flush()
         ids = list(dict.fromkeys(task_ids))
         found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), _ROWS_AT_ONCE):
-            chunk = ids[start : start + _ROWS_AT_ONCE]
-            marks = ", ".join("?" for _ in chunk)
+        for chunk, marks in id_chunks(ids):
             for row in self.store.query(f"SELECT * FROM tasks WHERE id IN ({marks})", chunk):
                 found[row["id"]] = dict(row)
         return found
@@ -483,9 +481,7 @@ class TaskStore(_Executors):
         open_usage(self.store)
         wanted = sorted(set(session_ids))
         found: dict[str, list[dict[str, Any]]] = {}
-        for start in range(0, len(wanted), _ROWS_AT_ONCE):
-            chunk = wanted[start : start + _ROWS_AT_ONCE]
-            marks = ", ".join("?" for _ in chunk)
+        for chunk, marks in id_chunks(wanted):
             query = f"SELECT * FROM usage WHERE session_id IN ({marks}) ORDER BY id"
             for row in self.store.query(query, chunk):
                 found.setdefault(row["session_id"], []).append(dict(row))

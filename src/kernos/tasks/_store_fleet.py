@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernos.runtime import ApprovalStore, Store, redact
 from kernos.tasks._state import Residency, TaskStatus
-from kernos.tasks._store_schema import _INSERT_EVENT, _ROWS_AT_ONCE, _STILL_ACTIVE
+from kernos.tasks._store_schema import _INSERT_EVENT, _STILL_ACTIVE, id_chunks
 
 
 class _Executors:
@@ -37,9 +37,7 @@ class _Executors:
         """
         taken: dict[str, dict[str, Any]] = {}
         ids = list(dict.fromkeys(task_ids))
-        for start in range(0, len(ids), _ROWS_AT_ONCE):
-            chunk = ids[start : start + _ROWS_AT_ONCE]
-            marks = ", ".join("?" for _ in chunk)
+        for chunk, marks in id_chunks(ids):
             rows = self.store.write_now(
                 f"UPDATE tasks SET executor = ?, updated_at = ? WHERE id IN ({marks})"
                 f"{_STILL_ACTIVE} AND (executor IS NULL OR executor = ?) RETURNING *",
@@ -62,9 +60,7 @@ class _Executors:
         claimed: set[str] = set()
         for epoch, task_ids in sorted(by_epoch.items()):
             ids = list(dict.fromkeys(task_ids))
-            for start in range(0, len(ids), _ROWS_AT_ONCE):
-                chunk = ids[start : start + _ROWS_AT_ONCE]
-                marks = ", ".join("?" for _ in chunk)
+            for chunk, marks in id_chunks(ids):
                 rows = self.store.write_now(
                     f"UPDATE tasks SET notified_epoch = ? WHERE id IN ({marks}) "
                     "AND notified_epoch < ? RETURNING id",

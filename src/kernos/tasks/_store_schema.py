@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 from kernos.tasks._state import ACTIVE
 
 MIGRATIONS = [
@@ -173,6 +175,15 @@ _INSERT_KEYED_EVENT = (
 
 #: ids per query of :meth:`TaskStore.rows` (well below either database's parameter limit)
 _ROWS_AT_ONCE = 500
+
+
+def id_chunks(ids: Sequence[str]) -> Iterator[tuple[list[str], str]]:
+    """``ids`` in chunks of at most :data:`_ROWS_AT_ONCE`, one query each, with the chunk's
+    ``?, ?, …`` placeholders for its ``IN (…)``."""
+    for start in range(0, len(ids), _ROWS_AT_ONCE):
+        chunk = list(ids[start : start + _ROWS_AT_ONCE])
+        yield chunk, ", ".join("?" * len(chunk))
+
 
 #: the PostgreSQL channel a task's status change is announced on (its id), when it commits
 STATUS_CHANNEL = "kernos_task_status"

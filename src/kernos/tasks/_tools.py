@@ -321,6 +321,17 @@ def task_tools(manager: TaskHost, session: Session) -> list[ToolSpec[Any]]:
             return f"Cancelled {record.id}; it was stopped and will not report back."
         return f"{record.id} is {record.status}; nothing changed."
 
+    def companion(name: str, params: type[Any], execute: Any) -> ToolSpec[Any]:
+        """A companion of ``task``: described by ``<name>.md``, its padding cleaned alike."""
+        return ToolSpec(
+            name=name,
+            description=prompt_text(f"{name}.md"),
+            params=params,
+            execute=execute,
+            prepare=_prepare_companion,
+            max_retries=manager.config.retries,
+        )
+
     return [
         ToolSpec(
             name="task",
@@ -332,30 +343,9 @@ def task_tools(manager: TaskHost, session: Session) -> list[ToolSpec[Any]]:
             json_schema=_JSON_SCHEMA,
             max_retries=manager.config.retries,
         ),
-        ToolSpec(
-            name="task_send",
-            description=prompt_text("task_send.md"),
-            params=SendArgs,
-            execute=run_send,
-            prepare=_prepare_companion,
-            max_retries=manager.config.retries,
-        ),
-        ToolSpec(
-            name="task_output",
-            description=prompt_text("task_output.md"),
-            params=OutputArgs,
-            execute=run_output,
-            prepare=_prepare_companion,
-            max_retries=manager.config.retries,
-        ),
-        ToolSpec(
-            name="task_cancel",
-            description=prompt_text("task_cancel.md"),
-            params=CancelArgs,
-            execute=run_cancel,
-            prepare=_prepare_companion,
-            max_retries=manager.config.retries,
-        ),
+        companion("task_send", SendArgs, run_send),
+        companion("task_output", OutputArgs, run_output),
+        companion("task_cancel", CancelArgs, run_cancel),
     ]
 
 

@@ -93,10 +93,25 @@ async def _in_thread(name: str, run: _Run, ws: WorkspacePaths, args: Any) -> str
         stop.set()
 
 
-def _spec(name: str, params: type[BaseModel], run: _Run, ws: WorkspacePaths) -> ToolSpec[Any]:
+def workspace_spec(
+    name: str,
+    params: type[BaseModel],
+    run: _Run,
+    ws: WorkspacePaths,
+    *,
+    prepare: Callable[[Any], dict[str, Any]],
+    check: Callable[[Any], None],
+    failure: tuple[str, str],
+    permission: str | None = None,
+    preview: Callable[[Any, ToolContext], str | None] | None = None,
+) -> ToolSpec[Any]:
+    """A workspace tool: described by ``<name>.md``, refused when ``check`` raises a
+    :class:`ToolError`, run in a thread of its own (:func:`_in_thread`); an ``OSError`` becomes
+    the ``ToolError`` ``failure`` names (its code, what the tool could not do)."""
+
     def validate(args: Any) -> ToolError | None:
         try:
-            _CHECKS[name](args)
+            check(args)
         except ToolError as refusal:
             return refusal
         return None
@@ -107,9 +122,9 @@ def _spec(name: str, params: type[BaseModel], run: _Run, ws: WorkspacePaths) -> 
         except PathRefused:
             raise
         except OSError as exc:
+            code, what = failure
             raise ToolError(
-                "unreadable",
-                f"{name} could not read a file ({exc.strerror or exc}); try another path",
+                code, f"{name} could not {what} ({exc.strerror or exc}); try another path"
             ) from None
 
     return ToolSpec(
@@ -117,8 +132,22 @@ def _spec(name: str, params: type[BaseModel], run: _Run, ws: WorkspacePaths) -> 
         description=read_text(f"{name}.md").strip(),
         params=params,
         execute=execute,
-        prepare=BUILTIN_PREPARE[name],
+        prepare=prepare,
         validate=validate,
+        permission=permission,
+        preview=preview,
+    )
+
+
+def _spec(name: str, params: type[BaseModel], run: _Run, ws: WorkspacePaths) -> ToolSpec[Any]:
+    return workspace_spec(
+        name,
+        params,
+        run,
+        ws,
+        prepare=BUILTIN_PREPARE[name],
+        check=_CHECKS[name],
+        failure=("unreadable", "read a file"),
     )
 
 

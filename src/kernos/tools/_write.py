@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kernos.boundary import ToolContext, ToolError, ToolSpec, boolean_flag, identifier
-from kernos.tools._builtin import _no_nul, _prepare, read_text
-from kernos.tools._builtin_specs import _in_thread
+from kernos.tools._builtin import _no_nul, _prepare
+from kernos.tools._builtin_specs import workspace_spec
 from kernos.tools._paths import PathRefused, WorkspacePaths
 
 WRITE_NAMES = ("write_file", "edit_file")
@@ -230,33 +230,19 @@ def _preview(workspace: WorkspacePaths) -> Any:
     return preview
 
 
-def _check(args: Any) -> ToolError | None:
-    try:
-        _no_nul(args.path, "path", "invalid_path")
-    except ToolError as refusal:
-        return refusal
-    return None
+def _check(args: Any) -> None:
+    _no_nul(args.path, "path", "invalid_path")
 
 
 def _spec(name: str, params: type[BaseModel], run: Any, ws: WorkspacePaths) -> ToolSpec[Any]:
-    async def execute(args: Any, ctx: ToolContext) -> str:
-        try:
-            return await _in_thread(name, lambda w, a, stop: run(w, a), ws, args)
-        except PathRefused:
-            raise
-        except OSError as exc:
-            raise ToolError(
-                "unwritable",
-                f"{name} could not write the file ({exc.strerror or exc}); try another path",
-            ) from None
-
-    return ToolSpec(
-        name=name,
-        description=read_text(f"{name}.md").strip(),
-        params=params,
-        execute=execute,
+    return workspace_spec(
+        name,
+        params,
+        lambda w, a, stop: run(w, a),
+        ws,
         prepare=WRITE_PREPARE[name],
-        validate=_check,
+        check=_check,
+        failure=("unwritable", "write the file"),
         permission="ask",
         preview=_preview(ws),
     )

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, StepOptions
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models.wrapper import WrapperModel
 
-from kernos.runtime import LeanModel, Reply, usage_responses
+from kernos.runtime import LeanModel, Reply, WrapperLean, response_reply, usage_responses
 from kernos.tasks._steps import ToolRecord
 
 if TYPE_CHECKING:
-    from kernos.boundary import ToolSpec
+    pass
 
 
 # -- model requests as steps ---------------------------------------------------------------------
@@ -38,37 +39,16 @@ def _reply_record(reply: Reply) -> str:
 
 def _record_reply(raw: str) -> Reply:
     """A step's record (this version's or an earlier pydantic-ai engine's) as an answer; tool
-    arguments as the model sent them."""
+    arguments as the model sent them, the finish reason the raw one the record keeps."""
     (response,) = ModelMessagesTypeAdapter.validate_json(raw)
     assert isinstance(response, ModelResponse)
-    calls = [
-        (p.tool_call_id, p.tool_name, p.args if isinstance(p.args, str) else p.args_as_json_str())
-        for p in response.parts
-        if isinstance(p, ToolCallPart)
-    ]
-    usage = response.usage
     details = response.provider_details or {}
-    return Reply(
-        text="".join(p.content for p in response.parts if isinstance(p, TextPart)),
-        calls=calls,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cached_tokens=usage.cache_read_tokens,
-        model_name=response.model_name,
-        provider_name=response.provider_name,
-        finish_reason=details.get("finish_reason"),
-    )
+    return replace(response_reply(response), finish_reason=details.get("finish_reason"))
 
 
-class DurableLean:
+class DurableLean(WrapperLean):
     """A lean model whose answers are DBOS steps inside a child workflow (plain answers
     outside one): run once and recorded, the recorded answer on a replay."""
-
-    def __init__(self, inner: LeanModel) -> None:
-        self.inner = inner
-
-    def tool_wire(self, spec: ToolSpec[Any]) -> dict[str, Any]:
-        return self.inner.tool_wire(spec)
 
     async def answer(
         self,
