@@ -260,7 +260,7 @@ def test_interrupting_a_waiting_dbos_child_denies_its_request_as_interrupted(
     if where == "on-a-worker":
         procs.append(start(project, server, "worker"))
     procs.append(run := start(project, server, "run", "survey it", "-q"))
-    out, errors = run.communicate(timeout=180)
+    out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors
     assert out in ("Told it to stop.\n", "It stopped.\n")
     assert not (project / "side_effects.txt").exists()
