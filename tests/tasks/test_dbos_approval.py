@@ -234,3 +234,49 @@ def test_a_waiting_notice_goes_into_the_parent_s_inbox_once_per_request(store_ta
         assert not tasks.tell_session("s_main", "to the top", "approval:a_3")  # no task's session
     finally:
         store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["in-the-run", "on-a-worker"])
+def test_interrupting_a_waiting_dbos_child_denies_its_request_as_interrupted(
+    project: Path, server: FakeOpenAIServer, procs: list[Any], where: str
+) -> None:
+    config = CONFIG.replace("heartbeat = 0.5\n", "")
+    if where == "in-the-run":
+        config = config.replace("run_executes = false\n", "")
+    (project / "kernos.toml").write_text(config, "utf-8")
+    (project / "steps_probe.py").write_text(PROBE, "utf-8")
+    spawn = {"prompt": "Survey the repository.", "subagent_type": "explore", "name": "survey",
+             "run_in_background": True, "tools": ["append_line"]}  # fmt: skip
+    stop = {"to": "survey", "deliver_as": "interrupt"}
+    server.script(
+        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "survey it")),
+        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
+        tool_call("append_line", {"line": "never"}, when=agent_is("EXPLORE-AGENT", "Survey the")),
+        tool_call("task_send", stop, when=agent_is("MAIN-AGENT", "kernos approve")),
+        text("Told it to stop.", when=agent_is("MAIN-AGENT", "Interrupting")),
+        text("It stopped.", when=agent_is("MAIN-AGENT", "interrupted")),
+    )
+    if where == "on-a-worker":
+        procs.append(start(project, server, "worker"))
+    procs.append(run := start(project, server, "run", "survey it", "-q"))
+    out, errors = run.communicate(timeout=120)
+    assert run.returncode == 0, errors
+    assert out in ("Told it to stop.\n", "It stopped.\n")
+    assert not (project / "side_effects.txt").exists()
+    listed = kernos("approvals", "--all", "--json", cwd=project)
+    (request,) = json.loads(listed.stdout)["requests"]
+    assert (request["state"], request["answered_how"], request["reason"]) == (
+        "denied", "interrupt", "interrupted",
+    )  # fmt: skip
+    task_id = request["task_id"]
+    wait.wait_for(lambda: _status(project, task_id) == "interrupted", "the child interrupted")
+    assert any(r.startswith(f"Interrupting {task_id}") for r in server.tool_results())
+    # the call's result says why it did not run; the child stops after that step
+    transcript = kernos("tasks", "output", task_id, cwd=project)
+    assert (
+        f"append_line was not run: the task was interrupted while approval request "
+        f"{request['id']} waited for a person"
+    ) in transcript.stdout, transcript.stdout
+    assert sum(1 for r in server.requests if agent_is("EXPLORE-AGENT")(r)) == 1
+    assert server.unmatched == []
