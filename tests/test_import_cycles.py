@@ -133,6 +133,17 @@ REMOVED = [
     ("kernos.tasks._manager", "kernos.tasks._tools"),
     ("kernos.tasks._manager", "kernos.tasks._teams"),
     ("kernos.runtime._config", "kernos.runtime._windows"),
+    # the loop, its toolset, compaction and approval meet the session through a port
+    ("kernos.runtime._session", "kernos.runtime._lean"),
+    ("kernos.runtime._session", "kernos.runtime._toolset"),
+    ("kernos.runtime._session", "kernos.runtime._compacting"),
+    ("kernos.runtime._session", "kernos.runtime._approval"),
+    # the response cleaning under the models no longer needs the toolset
+    ("kernos.runtime._clean", "kernos.runtime._toolset"),
+    ("kernos.runtime._cassette", "kernos.runtime._lean_models"),
+    ("kernos.runtime._model_adapter", "kernos.runtime._lean"),
+    # the compaction store migrates its own table: the store never imports it
+    ("kernos.runtime._store", "kernos.runtime._compaction_store"),
 ]
 
 

@@ -23,7 +23,7 @@ from kernos.runtime import CompactOutcome, CompactSettings, ModelTarget, Store, 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-    from kernos.runtime import Session
+    from kernos.runtime import SessionPort
 
 #: the agent name compaction's model responses are counted under (``kernos usage --by agent``)
 COMPACT_AGENT = "compact"
@@ -85,7 +85,7 @@ class TranscriptCompactor:
         first_turn: int,
         last_turn: int,
         settings: CompactSettings,
-        session: Session,
+        session: SessionPort,
     ) -> CompactOutcome:
         model = session.model if settings.model is None else self._resolve(settings.model)
         protocol = CompressProtocol(transcript, tokenizer=self._count)

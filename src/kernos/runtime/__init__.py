@@ -112,6 +112,7 @@ if typing.TYPE_CHECKING:
         url_secrets,
     )
     from kernos.runtime._session import Session, SessionEvent, new_session_id
+    from kernos.runtime._session_port import SessionPort
     from kernos.runtime._sessions import (
         get_session,
         latest_session,
@@ -204,6 +205,7 @@ __all__ = [
     "Runtime",
     "Session",
     "SessionEvent",
+    "SessionPort",
     "StaticToolset",
     "Store",
     "StoreError",

@@ -20,9 +20,9 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from wcmatch import fnmatch as wcfnmatch
 
@@ -30,7 +30,6 @@ from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
 from kernos.runtime._foreign import rewrapped
 from kernos.runtime._permissions import RULES, Decision, Rule, decide, offered
 from kernos.runtime._secrets import scrub_text, scrub_value
-from kernos.runtime._session import Session
 
 if TYPE_CHECKING:
     from kernos.runtime._config import Config
@@ -89,6 +88,17 @@ class Approver(Protocol):
     async def approve(self, request: ApprovalRequest) -> ApprovalAnswer:
         """The answer for ``request``; never raises for a person's ``no``."""
         ...
+
+
+@runtime_checkable
+class AskingSession(Protocol):
+    """What approval needs of the calling session (:class:`kernos.runtime._session.Session`,
+    which imports this module: approval never imports it back)."""
+
+    #: whether a person at this process's terminal may be asked
+    can_ask: Callable[[], bool]
+    #: who answers an asked call nobody here could (``None``: refused)
+    waiter: Approver | None
 
 
 @dataclass
@@ -154,7 +164,7 @@ def _path_of(arguments: dict[str, Any]) -> str | None:
 
 
 def _interactive(session: Any) -> bool:
-    return session.can_ask() if isinstance(session, Session) else True
+    return session.can_ask() if isinstance(session, AskingSession) else True
 
 
 def _own(spec: ToolSpec[Any]) -> Rule | None:
@@ -218,7 +228,7 @@ class Permissions:
                 )
                 asked_at = time.time()
                 answer = await self.approver.approve(request)
-                waiter = ctx.session.waiter if isinstance(ctx.session, Session) else None
+                waiter = ctx.session.waiter if isinstance(ctx.session, AskingSession) else None
                 if not answer.approved and answer.code == "approval_required" and waiter:
                     # nobody here may answer: a task's child asks anyone sharing the store
                     answer = await waiter.approve(request)

@@ -27,7 +27,11 @@ from pydantic_ai.settings import ModelSettings
 
 from kernos.boundary import clean_json_text, clean_text, clean_value
 from kernos.runtime._chat import inner_layer
-from kernos.runtime._toolset import CUT_OFF
+
+#: set in a response's ``provider_details`` by :func:`cut_off_calls` when the provider cut it off
+#: at its output limit (``finish_reason`` ``length``) in a tool call; the toolset reads it
+#: (:class:`kernos.runtime._toolset.KernosToolset`)
+CUT_OFF = "kernos_cut_off"
 
 
 def clean_part(part: ModelResponsePart) -> ModelResponsePart:

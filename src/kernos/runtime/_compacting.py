@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kernos.errors import ContextExhausted
 from kernos.runtime._compaction import (
@@ -30,10 +30,8 @@ from kernos.runtime._compaction import (
     turn_ends,
 )
 from kernos.runtime._compaction_store import record_compaction
+from kernos.runtime._session_port import SessionPort, View
 from kernos.runtime._trace import span as trace_span
-
-if TYPE_CHECKING:
-    from kernos.runtime._session import Session
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ class Compactor(Protocol):
 
     async def summarize(
         self, transcript: str, first_turn: int, last_turn: int, settings: CompactSettings,
-        session: Session,
+        session: SessionPort,
     ) -> CompactOutcome:  # fmt: skip
         """Summarise ``transcript`` (turns ``first_turn`` to ``last_turn``)."""
         ...
@@ -82,22 +80,10 @@ class Compacted:
     losses: int
 
 
-class View(Protocol):
-    """What the step reads of a session's conversation: every message as wire dicts (nothing
-    dropped), and the request that would be sent now (:class:`kernos.runtime._lean.LeanLoop`)."""
-
-    @property
-    def messages(self) -> list[Message]: ...
-
-    def wire(self) -> list[Message]: ...
-
-    def tools_text(self) -> str: ...
-
-
 class CompactionStep:
     """One session's compaction: its settings, its compactor and its calibration."""
 
-    def __init__(self, session: Session, settings: CompactSettings, compactor: Compactor):
+    def __init__(self, session: SessionPort, settings: CompactSettings, compactor: Compactor):
         self.session = session
         self.settings = settings
         self.compactor = compactor

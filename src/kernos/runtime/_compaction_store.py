@@ -1,5 +1,6 @@
 """The ``compactions`` table: one row per compaction a session tried (its own migration namespace,
-``compaction``, applied as a store opens). The turns a compaction covered stay in ``turns``: a row
+``compaction``, applied to a store on its first use here, like the task and approval stores: the
+store never imports its subsystems). The turns a compaction covered stay in ``turns``: a row
 says which, the sizes before and after, the model that wrote the summary, how many drafts it took,
 the declared losses, the verdict, and the approved summary itself, which is what a resumed or
 revived session is sent instead of those turns (:func:`latest_summary`)."""
@@ -8,12 +9,16 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from kernos.runtime._compaction import Summary
 
 if TYPE_CHECKING:
-    from kernos.runtime._store import Migration, Store
+    from kernos.runtime._store import Store
+    from kernos.runtime._store_migrations import Migration
+
+NAMESPACE = "compaction"
 
 COMPACTION_MIGRATIONS: list[Migration] = [
     (
@@ -42,6 +47,18 @@ COMPACTION_MIGRATIONS: list[Migration] = [
     ),
 ]
 
+#: the stores this process already migrated (a store is migrated once, on first use)
+_MIGRATED: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def migrated(store: Store) -> Store:
+    """``store`` with the ``compactions`` table (its migrations applied on first use)."""
+    if store not in _MIGRATED:
+        store.migrate(NAMESPACE, COMPACTION_MIGRATIONS)
+        _MIGRATED.add(store)
+    return store
+
+
 _INSERT = (
     "INSERT INTO compactions (session_id, agent, first_turn, last_turn, tokens_before,"
     " tokens_after, model, drafts, losses, status, verdict, summary, reason, created_at)"
@@ -52,7 +69,7 @@ _INSERT = (
 def record_compaction(store: Store, row: dict[str, Any]) -> None:
     """Buffer one compaction row (``row`` has the table's columns but ``id`` and
     ``created_at``; ``losses`` a list of ``{"content", "reason"}``)."""
-    store.write_later(
+    migrated(store).write_later(
         _INSERT,
         (
             row["session_id"],
@@ -76,7 +93,7 @@ def record_compaction(store: Store, row: dict[str, Any]) -> None:
 def compactions(store: Store, session_id: str) -> list[dict[str, Any]]:
     """The compactions ``session_id`` tried, oldest first; each with its ``ratio`` (the share
     of the request's tokens saved, 0 when nothing was measured)."""
-    store.flush()
+    migrated(store).flush()
     rows = store.query("SELECT * FROM compactions WHERE session_id = ? ORDER BY id", (session_id,))
     out = []
     for row in rows:

@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import (
@@ -51,11 +51,9 @@ from kernos.runtime._lean_wire import (
     tools_fragment,
 )
 from kernos.runtime._model_adapter import plain_tool_wire as plain_tool_wire
+from kernos.runtime._session_port import SessionPort
 from kernos.runtime._toolset import KernosToolset
 from kernos.runtime._trace import capture_content, chat_span
-
-if TYPE_CHECKING:
-    from kernos.runtime._session import Session
 
 EMPTY_RETRY = "Please return text or call a tool."  # pydantic-ai's words for an empty answer
 _OUTPUT_RETRIES = 1  # pydantic-ai's default output retry budget (unknown tools)
@@ -208,7 +206,7 @@ def from_model_messages(history: Sequence[ModelMessage]) -> tuple[list[dict[str,
 class LeanLoop:
     """One session's conversation on the loop (its messages, its tools' wire text)."""
 
-    def __init__(self, session: Session, model: LeanModel) -> None:
+    def __init__(self, session: SessionPort, model: LeanModel) -> None:
         self.session = session
         self.model = model
         self.messages: list[dict[str, Any]] = []

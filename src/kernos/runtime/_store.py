@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernos.errors import StoreError as StoreError
-from kernos.runtime._compaction_store import COMPACTION_MIGRATIONS
 from kernos.runtime._dialect import (
     PostgresDialect,
     Row,
@@ -230,7 +229,6 @@ class Store:
                 )
         self.migrate("runtime", _RUNTIME_MIGRATIONS)
         self.migrate("usage", USAGE_MIGRATIONS)
-        self.migrate("compaction", COMPACTION_MIGRATIONS)  # runtime/_compaction_store.py
 
     @classmethod
     def open(cls, home: Path, url: str | None = None) -> Store:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ModelRetry
@@ -33,6 +33,7 @@ from kernos.boundary import (
     decode_arguments,
 )
 from kernos.runtime._budget import too_many_tool_calls_text, tool_calls_allowed
+from kernos.runtime._clean import CUT_OFF
 from kernos.runtime._foreign import delimited
 from kernos.runtime._repeats import (
     INVALID_REPEAT,
@@ -45,15 +46,10 @@ from kernos.runtime._repeats import (
     truncated_call_result,
 )
 from kernos.runtime._secrets import scrub_result
+from kernos.runtime._session_port import SessionPort
 from kernos.runtime._trace import span
 
-if TYPE_CHECKING:
-    from kernos.runtime._session import Session
-
 _RAW = "__kernos_raw_arguments__"
-#: set in a response's ``provider_details`` by :class:`kernos.runtime._clean.CleanTextModel` when
-#: the provider cut it off at its output limit (``finish_reason`` ``length``) in a tool call
-CUT_OFF = "kernos_cut_off"
 
 
 class _RawArguments:
@@ -97,7 +93,7 @@ def unknown_tool_result(name: str, known: Collection[str]) -> ToolResult:
 class KernosToolset(AbstractToolset[Any]):
     """Offers a session's current tools to pydantic-ai and runs every call through the boundary."""
 
-    def __init__(self, session: Session, on_result: Callable[[str, ToolResult], None]) -> None:
+    def __init__(self, session: SessionPort, on_result: Callable[[str, ToolResult], None]) -> None:
         self._session = session
         self._on_result = on_result
         #: the model answer whose calls are being counted (its run and step) and how many came
