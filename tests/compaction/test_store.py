@@ -1,6 +1,6 @@
-"""The compactions table (runtime/_compaction_store.py): its own migration namespace, applied on
-first use to a blank store and to one made before it existed; rows read back with their ratio;
-the newest approved summary is what a resumed session is sent."""
+"""The compactions table (runtime/_session/_compaction_store.py): its own migration namespace,
+applied on first use to a blank store and to one made before it existed; rows read back with their
+ratio; the newest approved summary is what a resumed session is sent."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_a_store_made_before_the_table_gets_it_on_first_use(tmp_path: Path) -> N
 
 
 def test_rows_read_back_and_the_newest_approved_summary_wins(tmp_path: Path) -> None:
-    from kernos.runtime._compaction_store import record_compaction
+    from kernos.runtime._session._compaction_store import record_compaction
 
     store = Store(tmp_path / "kernos.db")
     assert latest_summary(store, "s_1") is None
@@ -57,7 +57,7 @@ def test_rows_read_back_and_the_newest_approved_summary_wins(tmp_path: Path) -> 
 
 
 def test_a_compaction_recorded_first_on_a_blank_store_makes_its_table(tmp_path: Path) -> None:
-    from kernos.runtime._compaction_store import record_compaction
+    from kernos.runtime._session._compaction_store import record_compaction
 
     store = Store(tmp_path / "kernos.db")
     assert store.versions("compaction") == []  # the store alone knows nothing of compaction

@@ -2,7 +2,7 @@
 middle turns is the source, ``compact.md`` the system prompt, and the rest is ``kernos compress``'s
 own loop (:func:`kernos.compress._session.run_session`): ``rewrite`` with declared losses, a review
 turn per draft, ``approve``, nonce-wrapped source, a round budget. The session loop that decides
-when to compact is the runtime's (:mod:`kernos.runtime._compacting`); this is the
+when to compact is the runtime's (:mod:`kernos.runtime._session._compacting`); this is the
 :class:`~kernos.runtime.Compactor` it is handed.
 """
 

@@ -413,7 +413,7 @@ class TaskManager(TaskScheduler):
         # an asked call nobody here may answer waits for an answer from the store
         child.waiter = TaskWaiter(self, record)
         self.teams.equip(record, child)
-        child.set_compaction(  # runtime/_compacting.py
+        child.set_compaction(  # runtime/_session/_compacting.py
             self.config.compaction(
                 record.model_name, record.item.category, record.item.subagent_type
             ),
