@@ -12,7 +12,7 @@ token counts, the writes): once ``n`` turns' CPU exceeds one turn's latency, the
     .venv/bin/python bench/compress.py --model function http --agents 16 64
 
 ``--model function`` (the default) is the in-process ``FunctionModel`` above, asked through
-pydantic-ai's model interface (``runtime/_model_adapter.py``). ``http`` puts the same script
+pydantic-ai's model interface (``runtime/_models/_model_adapter.py``). ``http`` puts the same script
 behind a ``FakeOpenAIServer`` in a separate process (its ``delay`` the latency) and runs an
 ``openai-chat`` model over the pooled wire, so the measured CPU is kernos's alone.
 """

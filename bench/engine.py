@@ -10,8 +10,8 @@ system message, then ``TURNS`` user turns each answered, history resent every tu
 * ``kernos``  — ``kernos.runtime.Session`` on an ``OpenAIChatModel`` (the loop drives it over the
   pooled Chat Completions wire), recording every turn in a real SQLite store (as by default);
 * ``kernos/adapted`` — the same session on a pydantic-ai model the loop asks through pydantic-ai's
-  model interface (``runtime/_model_adapter.py``; an ``OpenAIChatModel`` subclass, so the same
-  wire as ``pyd-ai``), how every provider other than OpenAI-compatible ones runs.
+  model interface (``runtime/_models/_model_adapter.py``; an ``OpenAIChatModel`` subclass, so the
+  same wire as ``pyd-ai``), how every provider other than OpenAI-compatible ones runs.
 
 kernos's targets (ratios of one run, at ``SESSIONS``): ``kernos`` >= 0.8x ``raw`` turns/s and
 <= 1.3x its CPU per request; ``kernos/adapted`` is reported against ``pyd-ai``.
@@ -136,7 +136,7 @@ def raw_factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awai
 
 
 def lean_factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
-    from kernos.runtime._lean_wire import ChatEndpoint, request_body
+    from kernos.runtime._models._lean_wire import ChatEndpoint, request_body
 
     endpoint = ChatEndpoint(url, "k")
 
@@ -189,7 +189,7 @@ def kernos_factory(
 
         from kernos.compress import TranscriptCompactor
         from kernos.runtime import CompactSettings, Session, Store
-        from kernos.runtime._lean_wire import shared_endpoint
+        from kernos.runtime._models._lean_wire import shared_endpoint
 
         class AdaptedChatModel(OpenAIChatModel):
             """Not the pooled wire's: asked through pydantic-ai's model interface."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from kernos.runtime._dialect import ADVISORY_KEY
+from kernos.runtime._store._dialect import ADVISORY_KEY
 
 #: what a write raises while another connection holds the writer's lock past the timeout
 LOCKED = (sqlite3.OperationalError, psycopg.errors.LockNotAvailable)

@@ -76,7 +76,7 @@ def test_the_tree_drawn_in_the_docstring_is_the_tree() -> None:
         ("kernos.runtime", "BudgetExceeded", RunStopped),
         ("kernos.runtime", "WorkspaceRefused", ToolError),
         ("kernos.runtime", "NotRegularFile", KernosError),
-        ("kernos.runtime._cassette", "CassetteError", KernosError),
+        ("kernos.runtime._models._cassette", "CassetteError", KernosError),
         ("kernos.output", "ChannelError", ToolError),
         ("kernos.output", "OutputBlocked", ToolError),
         ("kernos.output", "OutputArgumentError", ToolError),

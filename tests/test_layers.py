@@ -1,10 +1,10 @@
 """No module imports another package's private module (CONTRIBUTING.md, "Where code goes").
 
-A package's ``_private`` modules are its own: ``kernos.runtime._session`` may import
-``kernos.runtime._lean``, and so may ``kernos.runtime.sub._x`` (a subpackage is inside its
+A package's ``_private`` modules are its own: ``kernos.runtime._session._session`` may import
+``kernos.runtime._session._lean``, and so may ``kernos.runtime.sub._x`` (a subpackage is inside its
 parent), but ``kernos.cli.run`` imports ``total`` from ``kernos.runtime``, the package's public
-surface (its ``__init__``), never from ``kernos.runtime._usage``. The top-level private modules
-(``kernos._app``, ``kernos._lazy``...) belong to ``kernos``, which every module is inside.
+surface (its ``__init__``), never from ``kernos.runtime._session._usage``. The top-level private
+modules (``kernos._app``, ``kernos._lazy``...) belong to ``kernos``, which every module is inside.
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ def test_no_module_imports_another_packages_private_module() -> None:
 def test_the_walk_sees_each_import_form() -> None:
     # the rule's own check: each way of naming another package's private module is caught
     sources = {
-        "from kernos.runtime._usage import total": True,
-        "import kernos.runtime._usage": True,
-        "from kernos.runtime import _usage": True,
+        "from kernos.runtime._session._usage import total": True,
+        "import kernos.runtime._session._usage": True,
+        "from kernos.runtime._session import _usage": True,
         "def f():\n    from kernos.tasks._engine import crash_mode": True,
         "from kernos.runtime import total": False,
         "from kernos.cli._common import fail": False,

@@ -93,7 +93,7 @@ NOT_LOADED = {
     ("channels",): (COMMAND_MODULES - {"kernos.cli.send"})
     | UNSHOWN_RICH
     | {
-        "kernos.runtime._config",  # only [channels] is read (read_channels)
+        "kernos.runtime._config._config",  # only [channels] is read (read_channels)
         "kernos.boundary._tool",
         "kernos.boundary._schema",
         "kernos.boundary._schema_tool",
@@ -136,9 +136,9 @@ def test_tasks_list_loads_no_model_stack(tmp_path: Path) -> None:
 #: what a command that only reads the store does not need (the cuts that got
 #: ``tasks`` near the floor): the config models, an event loop, rich's console, the boundary
 NOT_FOR_THE_STORE = {
-    "kernos.runtime._config",
-    "kernos.runtime._config_tables",
-    "kernos.runtime._config_load",
+    "kernos.runtime._config._config",
+    "kernos.runtime._config._config_tables",
+    "kernos.runtime._config._config_load",
     "asyncio",
     "rich.console",
     "kernos.boundary",
@@ -189,7 +189,7 @@ def test_show_completion_is_light(tmp_path: Path, shell: str) -> None:
     done, modules, full = run_probe(tmp_path, "--show-completion", shell)
     assert "_KERNOS_COMPLETE" in done.stdout
     assert sorted(modules & (MODEL_STACK | CHANNEL_CLIENTS | {"pydantic"})) == []
-    assert "kernos.runtime._config" not in full
+    assert "kernos.runtime._config._config" not in full
 
 
 def test_channels_loads_only_the_configured_kind(tmp_path: Path) -> None:

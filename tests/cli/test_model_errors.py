@@ -1,5 +1,5 @@
 """A model request that fails is one line naming the model, its endpoint and the fix: exit 2 for
-what configuration must fix, 1 for a run that failed on the way (runtime/_model_errors.py).
+what configuration must fix, 1 for a run that failed on the way (runtime/_models/_model_errors.py).
 """
 
 from __future__ import annotations

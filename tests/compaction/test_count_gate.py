@@ -1,6 +1,6 @@
 """A session on a model with a window counts its request offline only once it could be near the
-threshold (runtime/_compaction.py ``needs_count``): the first request always, then only once the
-provider's last reported size plus the characters added since reaches half the threshold; a
+threshold (runtime/_rules/_compaction.py ``needs_count``): the first request always, then only once
+the provider's last reported size plus the characters added since reaches half the threshold; a
 single large tool result after small requests is still counted, and compacted."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from kernos.boundary import ToolContext, ToolResult, ToolSpec
 from kernos.compress import TranscriptCompactor
 from kernos.runtime import CompactSettings, Config, Session, resolve_model
-from kernos.runtime._compaction import COUNT_FROM, needs_count
+from kernos.runtime._rules._compaction import COUNT_FROM, needs_count
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests.compaction.test_e2e import SUMMARY, compactor, words, worker
 

@@ -1,5 +1,5 @@
 """Compaction end to end, through the CLI and the fake model server playing both the working
-model and the compressor (runtime/_compacting.py, compress/_compact.py)."""
+model and the compressor (runtime/_session/_compacting.py, compress/_compact.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Compaction's pure rules (runtime/_compaction.py): what is compacted, what the model sees after,
+"""Compaction's pure rules (runtime/_rules/_compaction.py): what is compacted, what the model sees
+after,
 when a session compacts, and the config that says so."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
 from kernos.runtime import Config
-from kernos.runtime._compaction import (
+from kernos.runtime._rules._compaction import (
     CompactSettings,
     Summary,
     calibrated,
@@ -167,7 +168,7 @@ def test_a_tool_call_is_never_split_from_its_result(
 
 def test_model_facing_text_sizes_are_pinned() -> None:
     from kernos.compress._tools import read_text
-    from kernos.runtime._compaction import _template
+    from kernos.runtime._rules._compaction import _template
 
     sizes = {
         "compaction_summary.md": len(_template()),

@@ -1,6 +1,6 @@
-"""The compactions table (runtime/_compaction_store.py): its own migration namespace, applied to a
-blank store and to one made before it existed; rows read back with their ratio; the newest
-approved summary is what a resumed session is sent."""
+"""The compactions table (runtime/_session/_compaction_store.py): its own migration namespace,
+applied on first use to a blank store and to one made before it existed; rows read back with their
+ratio; the newest approved summary is what a resumed session is sent."""
 
 from __future__ import annotations
 
@@ -19,20 +19,22 @@ def row(status: str, last: int, summary: str | None) -> dict[str, object]:
     }  # fmt: skip
 
 
-def test_a_store_made_before_the_table_gets_it_as_it_opens(tmp_path: Path) -> None:
+def test_a_store_made_before_the_table_gets_it_on_first_use(tmp_path: Path) -> None:
     path = tmp_path / "kernos.db"
-    Store(path).close()
+    first = Store(path)
+    compactions(first, "s_1")
+    first.close()
     with sqlite3.connect(path) as conn:  # the schema before compaction existed
         conn.execute("DROP TABLE compactions")
         conn.execute("DELETE FROM schema_migrations WHERE namespace = 'compaction'")
     store = Store(path)
-    assert store.versions("compaction") == [1]
     assert compactions(store, "s_1") == []
+    assert store.versions("compaction") == [1]
     store.close()
 
 
 def test_rows_read_back_and_the_newest_approved_summary_wins(tmp_path: Path) -> None:
-    from kernos.runtime._compaction_store import record_compaction
+    from kernos.runtime._session._compaction_store import record_compaction
 
     store = Store(tmp_path / "kernos.db")
     assert latest_summary(store, "s_1") is None
@@ -51,4 +53,14 @@ def test_rows_read_back_and_the_newest_approved_summary_wins(tmp_path: Path) -> 
         "  - the listing",
         "    because: read it again",
     ]
+    store.close()
+
+
+def test_a_compaction_recorded_first_on_a_blank_store_makes_its_table(tmp_path: Path) -> None:
+    from kernos.runtime._session._compaction_store import record_compaction
+
+    store = Store(tmp_path / "kernos.db")
+    assert store.versions("compaction") == []  # the store alone knows nothing of compaction
+    record_compaction(store, row("approved", 3, "first summary"))
+    assert [r["last_turn"] for r in compactions(store, "s_1")] == [3]
     store.close()

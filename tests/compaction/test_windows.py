@@ -1,5 +1,5 @@
-"""A model's context window (runtime/_windows.py): the declared ``context_window`` wins, 0 turns
-automatic compaction off, else genai-prices' bundled data gives a known model its window, else
+"""A model's context window (runtime/_config/_windows.py): the declared ``context_window`` wins, 0
+turns automatic compaction off, else genai-prices' bundled data gives a known model its window, else
 there is none; ``kernos config check`` shows each model's window and where it came from."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from genai_prices import data
 
 from kernos.runtime import Config, ModelWindow, known_window
-from kernos.runtime._compaction import CompactSettings
+from kernos.runtime._rules._compaction import CompactSettings
 from tests.conftest import KERNOS
 
 

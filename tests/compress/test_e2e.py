@@ -15,7 +15,7 @@ from pydantic_ai.settings import ModelSettings
 
 from kernos.compress import FileReport, Loss, Status, _turns, compress_files, method_text
 from kernos.runtime import ReplayModel, Runtime
-from kernos.runtime._config import Config
+from kernos.runtime._config._config import Config
 from kernos.testing import FakeOpenAIServer, text
 from tests.compress.conftest import (
     MODEL,

@@ -11,7 +11,13 @@ from pathlib import Path
 
 from kernos.boundary import call_tool
 from kernos.runtime import McpServerConfig
-from kernos.runtime._foreign import delimit, delimited, match_text, new_nonce, tool_results_note
+from kernos.runtime._rules._foreign import (
+    delimit,
+    delimited,
+    match_text,
+    new_nonce,
+    tool_results_note,
+)
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 from kernos.testing._replies import system_text
 from kernos.tools import McpToolset

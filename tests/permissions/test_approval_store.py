@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernos.runtime import ApprovalState, ApprovalStore, Store, already_answered
-from kernos.runtime._approval_state import can_move
+from kernos.runtime._rules._approval_state import can_move
 
 
 def _ask(approvals: ApprovalStore, key: str = "t_1:1:call_a") -> str:

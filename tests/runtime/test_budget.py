@@ -16,7 +16,7 @@ from kernos.runtime import (
     parse_agent_file,
     parse_duration,
 )
-from kernos.runtime._budget import MAIN_DEFAULTS, BudgetMeter, parse_count, pick_budget
+from kernos.runtime._rules._budget import MAIN_DEFAULTS, BudgetMeter, parse_count, pick_budget
 
 
 @pytest.mark.parametrize(

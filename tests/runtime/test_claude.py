@@ -1,4 +1,4 @@
-"""The Claude Code name table (kernos.runtime._claude): pure rules, one line each."""
+"""The Claude Code name table (kernos.runtime._config._claude): pure rules, one line each."""
 
 from __future__ import annotations
 

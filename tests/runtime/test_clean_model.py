@@ -10,7 +10,7 @@ from pydantic_ai.models.test import TestModel
 
 from kernos.boundary import ToolContext, ToolSpec
 from kernos.runtime import Config, Session, Store, resolve_model
-from kernos.runtime._clean import CleanTextModel, clean_model, clean_response
+from kernos.runtime._models._clean import CleanTextModel, clean_model, clean_response
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
 

@@ -196,7 +196,7 @@ async def test_every_kernos_tool_a_session_gets_is_a_reserved_name(
 ) -> None:
     from kernos._app import agent_session
     from kernos.runtime import Runtime
-    from kernos.runtime._config import kernos_tool_home
+    from kernos.runtime._config._config import kernos_tool_home
 
     write(
         tmp_path / "kernos.toml",

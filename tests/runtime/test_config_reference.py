@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from kernos.runtime import Config
-from kernos.runtime._reference import (
+from kernos.runtime._config._reference import (
     MissingText,
     _keys,
     config_reference,

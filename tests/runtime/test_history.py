@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from kernos.boundary import ToolSpec
 from kernos.runtime import Session, Store, history_from_turns
-from kernos.runtime._history import UNANSWERED
+from kernos.runtime._session._history import UNANSWERED
 
 
 def view(history: list[ModelMessage]) -> list[tuple[Any, ...]]:

@@ -24,7 +24,7 @@ from kernos.runtime import (
     SessionEvent,
     resolve_model,
 )
-from kernos.runtime._lean_wire import ModelResponseError, StreamAccumulator, retry_wait
+from kernos.runtime._models._lean_wire import ModelResponseError, StreamAccumulator, retry_wait
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.runtime._lookup import LOOKUP
 
@@ -279,7 +279,7 @@ async def test_one_pooled_client_per_endpoint_and_no_ca_bundle_for_http(
 ) -> None:
     import ssl
 
-    from kernos.runtime._lean_wire import shared_endpoint
+    from kernos.runtime._models._lean_wire import shared_endpoint
 
     loaded: list[object] = []
     real = ssl.SSLContext.load_verify_locations

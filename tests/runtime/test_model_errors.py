@@ -1,4 +1,4 @@
-"""runtime/_model_errors.py: a failed model request as one line and an exit code (pure)."""
+"""runtime/_models/_model_errors.py: a failed model request as one line and an exit code (pure)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ssl
 from pydantic_ai.exceptions import ModelConnectionError, ModelHTTPError, ModelServerError
 
 from kernos.runtime import EmptyAnswers, ModelTarget, model_failure, register_secrets
-from kernos.runtime._model_errors import missing_key_variable, public_url
+from kernos.runtime._models._model_errors import missing_key_variable, public_url
 
 TARGET = ModelTarget("m", "https://user:pw@llm.example/v1?key=abc", "MY_KEY", "m")
 

@@ -17,7 +17,7 @@ from kernos.runtime import (
     pick_model_name,
     resolve_model,
 )
-from kernos.runtime._chat import OpenAIChat
+from kernos.runtime._models._chat import OpenAIChat
 
 
 def test_missing_model_message_says_how_to_set_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,8 +123,8 @@ def test_the_lean_profile_is_what_pydantic_ai_s_openai_model_has(
 def test_an_openai_chat_model_is_one_layer_to_kernos_and_a_whole_model_to_pydantic_ai(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kernos.runtime._chat import inner_layer
-    from kernos.runtime._clean import clean_model
+    from kernos.runtime._models._chat import inner_layer
+    from kernos.runtime._models._clean import clean_model
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     model = resolve_model("openai-chat:m", Config())

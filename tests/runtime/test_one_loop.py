@@ -1,7 +1,7 @@
 """One session loop for every model: the same scripted conversation through an OpenAI-compatible
 model (``FakeOpenAIServer``) and through a non-OpenAI pydantic-ai model (a ``FunctionModel``,
-driven through :class:`kernos.runtime._model_adapter.PydanticModelLean`) gives the same session
-events, store rows and answer."""
+driven through :class:`kernos.runtime._models._model_adapter.PydanticModelLean`) gives the same
+session events, store rows and answer."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from kernos.runtime import Config, Session, SessionEvent, Store, resolve_model
-from kernos.runtime._lean import lean_model_for
-from kernos.runtime._model_adapter import PydanticModelLean, to_pydantic_messages
+from kernos.runtime._models._model_adapter import PydanticModelLean, to_pydantic_messages
+from kernos.runtime._session._lean import lean_model_for
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 from kernos.testing._wire import estimate_tokens
 from tests.runtime._lookup import LOOKUP

@@ -15,8 +15,8 @@ from pydantic_ai.exceptions import UnexpectedModelBehavior
 
 from kernos.boundary import ToolContext, ToolSpec
 from kernos.runtime import Config, Session, SessionEvent, resolve_model
-from kernos.runtime._foreign import from_source
-from kernos.runtime._repeats import RepeatGuard, repeat_due
+from kernos.runtime._rules._foreign import from_source
+from kernos.runtime._rules._repeats import RepeatGuard, repeat_due
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 
 

@@ -33,7 +33,7 @@ from kernos.runtime import (
     scrub_text,
     url_secrets,
 )
-from kernos.runtime._config import expand_env
+from kernos.runtime._config._config import expand_env
 from kernos.runtime._secrets import secret_field
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.conftest import KERNOS
@@ -438,7 +438,7 @@ async def test_a_tool_result_reaches_the_model_and_the_store_scrubbed(
 def test_a_cassette_match_is_scrubbed_before_it_is_cut(tmp_path: Path) -> None:
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-    from kernos.runtime._cassette import _turn_from_response
+    from kernos.runtime._models._cassette import _turn_from_response
 
     register_secrets(NO_SHAPE)
     request = ModelRequest(parts=[UserPromptPart("p" * 110 + NO_SHAPE)])  # cut at 120: mid-value

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from kernos.runtime import Store, get_session, latest_session, list_sessions, record_session
-from kernos.runtime._store import _RUNTIME_MIGRATIONS
+from kernos.runtime._store._store import _RUNTIME_MIGRATIONS
 
 
 def test_a_store_at_the_previous_schema_gets_its_sessions_from_their_turns(tmp_path: Path) -> None:

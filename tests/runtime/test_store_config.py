@@ -14,7 +14,7 @@ from kernos.runtime import (
     load_config,
     scrub_text,
 )
-from kernos.runtime._dialect import _pg_ddl, _pg_sql, display_url
+from kernos.runtime._store._dialect import _pg_ddl, _pg_sql, display_url
 
 
 def test_no_url_means_the_sqlite_file(tmp_path: Path) -> None:

@@ -40,7 +40,9 @@ def test_many_processes_open_a_fresh_store_at_once(
 ) -> None:
     ctx = multiprocessing.get_context("forkserver")
     # psycopg too: sixteen imports of it at once would dwarf what is tested
-    ctx.set_forkserver_preload(["kernos.runtime", "kernos.runtime._dialect", "psycopg", __name__])
+    ctx.set_forkserver_preload(
+        ["kernos.runtime", "kernos.runtime._store._dialect", "psycopg", __name__]
+    )
     server = request.getfixturevalue("postgres_url") if kind == "postgres" else ""
     for attempt in range(ROUNDS if kind == "sqlite" else ROUNDS // 2):
         if kind == "postgres":  # migrations applied once under the advisory lock

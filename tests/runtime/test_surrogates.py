@@ -21,8 +21,8 @@ from pydantic_ai.messages import ToolCallPart
 
 from kernos.boundary import ToolContext, ToolSpec, clean_text
 from kernos.runtime import Config, Session, Store, resolve_model
-from kernos.runtime._clean import clean_part
-from kernos.runtime._lean_wire import StreamAccumulator, parse_completion
+from kernos.runtime._models._clean import clean_part
+from kernos.runtime._models._lean_wire import StreamAccumulator, parse_completion
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 from tests.conftest import KERNOS
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from kernos.boundary import ToolContext, ToolError, ToolSpec, call_tool
 from kernos.runtime import BaseToolset, Runtime, StaticToolset, Toolset, load_config
-from kernos.runtime._toolset import KernosToolset
+from kernos.runtime._session._toolset import KernosToolset
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests.cli.test_run import kernos
 

@@ -24,8 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from kernos.runtime import _trace
 from kernos.runtime._secrets import register_secrets
+from kernos.runtime._trace import _trace
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, agent_is
 from tests._wait import wait_for

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from kernos.boundary import ToolContext, ToolSpec
 from kernos.runtime import Config, Session, SessionEvent, Store, resolve_model
-from kernos.runtime._toolset import unknown_tool_result
+from kernos.runtime._session._toolset import unknown_tool_result
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
 

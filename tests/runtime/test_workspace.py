@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kernos.runtime import ConfigError, WorkspacePolicy, WorkspaceRefused, load_config
-from kernos.runtime._workspace import path_problem
+from kernos.runtime._config._workspace import path_problem
 
 
 def refusal(policy: WorkspacePolicy, path: str, **kw: object) -> str:

@@ -196,8 +196,8 @@ def test_a_durable_child_model_makes_each_answer_of_any_model_a_step() -> None:
     from pydantic_ai.providers.openai import OpenAIProvider
 
     from kernos.runtime import Session
-    from kernos.runtime._lean import ChatLean
-    from kernos.runtime._model_adapter import PydanticModelLean
+    from kernos.runtime._models._model_adapter import PydanticModelLean
+    from kernos.runtime._session._lean import ChatLean
     from kernos.tasks._dbos import DurableLean, DurableModel
 
     plain = OpenAIChatModel(
@@ -215,7 +215,7 @@ def test_a_lean_step_record_reads_like_a_pydantic_ai_one() -> None:
     from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.usage import RequestUsage
 
-    from kernos.runtime._lean_wire import Reply
+    from kernos.runtime._models._lean_wire import Reply
     from kernos.tasks._dbos import _record_reply, _reply_record
 
     for args in ('{"path": "a.txt"}', "not json{", ""):  # as the model sent them

@@ -1,6 +1,6 @@
 """A DBOS child on a model of another provider (pydantic-ai's ``TestModel``, asked through
-:class:`kernos.runtime._model_adapter.PydanticModelLean`): its answers and its tool calls are DBOS
-steps, as a child's on an OpenAI-compatible model are."""
+:class:`kernos.runtime._models._model_adapter.PydanticModelLean`): its answers and its tool calls
+are DBOS steps, as a child's on an OpenAI-compatible model are."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from test_dbos_steps import CONFIG, PROBE, transcript_and_turns
 from tests import _wait as wait
 
 from kernos.runtime import Runtime, Store, history_from_turns, load_config
-from kernos.runtime._store import _RUNTIME_MIGRATIONS
+from kernos.runtime._store._store import _RUNTIME_MIGRATIONS
 from kernos.tasks import TaskManager
 from kernos.tasks._children import earlier_runs
 from kernos.tasks._store import MIGRATIONS, TaskStore

@@ -67,7 +67,7 @@ def test_the_served_queues_migration_applies_to_an_existing_store_file(tmp_path:
     """A store of the previous version (tasks 1-6) with an executor in it: opening it adds the
     column, the old executor serves every queue, and a beat records what one serves."""
     from kernos.runtime import Store
-    from kernos.runtime._store import _RUNTIME_MIGRATIONS
+    from kernos.runtime._store._store import _RUNTIME_MIGRATIONS
 
     path = tmp_path / "kernos.db"
     with sqlite3.connect(path) as db:

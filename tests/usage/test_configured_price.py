@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernos.runtime import load_config
-from kernos.runtime._usage import reprice
+from kernos.runtime._session._usage import reprice
 from kernos.testing import FakeOpenAIServer, text
 from tests.conftest import KERNOS
 

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from kernos.runtime._usage import add_call_counts, aggregate, parse_since, summary_line, total
+from kernos.runtime._session._usage import (
+    add_call_counts,
+    aggregate,
+    parse_since,
+    summary_line,
+    total,
+)
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.compress.conftest import approving_agent
 from tests.conftest import KERNOS

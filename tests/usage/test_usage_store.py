@@ -17,9 +17,9 @@ from pydantic_ai.usage import RequestUsage
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec
 from kernos.cli._usage_store import call_rows, usage_rows
 from kernos.runtime import Config, Session, SessionEvent, Store, resolve_model
-from kernos.runtime._store import USAGE_MIGRATIONS
-from kernos.runtime._usage import response_usage
-from kernos.runtime._usage_log import record_call, record_usage
+from kernos.runtime._session._usage import response_usage
+from kernos.runtime._session._usage_log import record_call, record_usage
+from kernos.runtime._store._store import USAGE_MIGRATIONS
 from kernos.tasks import TaskStore
 from kernos.testing import FakeOpenAIServer, text, tool_call, tool_calls
 

@@ -1,6 +1,7 @@
 """The ``usage`` and ``usage_calls`` tables read back (each row with its task and price), and the
 run's own rows for ``kernos run``'s total line. The sessions write both tables
-(:mod:`kernos.runtime._usage_log`); :class:`kernos.tasks.TaskStore` reads them (no SQL here)."""
+(:mod:`kernos.runtime._session._usage_log`); :class:`kernos.tasks.TaskStore` reads them (no SQL
+here)."""
 
 from __future__ import annotations
 

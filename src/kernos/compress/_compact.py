@@ -2,7 +2,7 @@
 middle turns is the source, ``compact.md`` the system prompt, and the rest is ``kernos compress``'s
 own loop (:func:`kernos.compress._session.run_session`): ``rewrite`` with declared losses, a review
 turn per draft, ``approve``, nonce-wrapped source, a round budget. The session loop that decides
-when to compact is the runtime's (:mod:`kernos.runtime._compacting`); this is the
+when to compact is the runtime's (:mod:`kernos.runtime._session._compacting`); this is the
 :class:`~kernos.runtime.Compactor` it is handed.
 """
 
@@ -23,7 +23,7 @@ from kernos.runtime import CompactOutcome, CompactSettings, ModelTarget, Store, 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-    from kernos.runtime import Session
+    from kernos.runtime import SessionPort
 
 #: the agent name compaction's model responses are counted under (``kernos usage --by agent``)
 COMPACT_AGENT = "compact"
@@ -85,7 +85,7 @@ class TranscriptCompactor:
         first_turn: int,
         last_turn: int,
         settings: CompactSettings,
-        session: Session,
+        session: SessionPort,
     ) -> CompactOutcome:
         model = session.model if settings.model is None else self._resolve(settings.model)
         protocol = CompressProtocol(transcript, tokenizer=self._count)

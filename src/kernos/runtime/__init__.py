@@ -5,7 +5,7 @@ import typing
 from kernos import _lazy
 
 if typing.TYPE_CHECKING:
-    from kernos.runtime._approval import (
+    from kernos.runtime._approval._approval import (
         ApprovalAnswer,
         ApprovalRequest,
         Approver,
@@ -17,28 +17,8 @@ if typing.TYPE_CHECKING:
         request_text,
         user_name,
     )
-    from kernos.runtime._approval_state import (
-        ApprovalState,
-        StoredRequest,
-        already_answered,
-        denial_reason,
-    )
-    from kernos.runtime._approval_store import ApprovalStore
-    from kernos.runtime._budget import (
-        DURATION_FIX,
-        Budget,
-        BudgetExceeded,
-        BudgetMeter,
-        format_duration,
-        parse_duration,
-    )
-    from kernos.runtime._cassette import (
-        CassetteError,
-        RecordingModel,
-        ReplayModel,
-        latest_message_text,
-    )
-    from kernos.runtime._claude import (
+    from kernos.runtime._approval._approval_store import ApprovalStore
+    from kernos.runtime._config._claude import (
         CLAUDE_CODE_MODELS,
         CLAUDE_CODE_TOOL_MAP,
         claude_tool_equivalent,
@@ -46,23 +26,20 @@ if typing.TYPE_CHECKING:
         is_claude_tool,
         map_claude_tools,
     )
-    from kernos.runtime._compacting import Compacted, CompactionStep, Compactor, CompactOutcome
-    from kernos.runtime._compaction import CompactSettings, Summary
-    from kernos.runtime._compaction_store import compaction_text, compactions, latest_summary
-    from kernos.runtime._config import (
+    from kernos.runtime._config._config import (
         KERNOS_TOOLS,
         NO_MODEL_MESSAGE,
         Config,
         NoModelError,
         kernos_tool_home,
     )
-    from kernos.runtime._config_load import (
+    from kernos.runtime._config._config_load import (
         agent_model_problem,
         load_config,
         load_config_problems,
         parse_agent_file,
     )
-    from kernos.runtime._config_tables import (
+    from kernos.runtime._config._config_tables import (
         AgentConfig,
         CategoryConfig,
         McpServerConfig,
@@ -72,32 +49,62 @@ if typing.TYPE_CHECKING:
         TasksConfig,
         peek_store_url,
     )
-    from kernos.runtime._dialect import display_url, is_postgres_url
-    from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
-    from kernos.runtime._foreign import KERNOS_SOURCE, delimited, from_source
-    from kernos.runtime._history import history_from_turns, load_history
-    from kernos.runtime._home import (
+    from kernos.runtime._config._home import (
         config_file,
         expand_env,
         kernos_home,
         project_root,
         register_config_urls,
     )
-    from kernos.runtime._lean import usage_responses
-    from kernos.runtime._lean_models import LeanModel, WrapperLean
-    from kernos.runtime._lean_wire import Reply
-    from kernos.runtime._model_adapter import response_reply
-    from kernos.runtime._model_errors import ModelTarget, model_failure
-    from kernos.runtime._models import model_target, pick_model_name, resolve_model
-    from kernos.runtime._permissions import (
+    from kernos.runtime._config._reference import (
+        config_reference,
+        reference_record,
+        render_reference,
+    )
+    from kernos.runtime._config._windows import ModelWindow, known_window
+    from kernos.runtime._config._workspace import (
+        NotRegularFile,
+        WorkspacePolicy,
+        WorkspaceRefused,
+        open_regular,
+        path_problem,
+        path_refusal,
+    )
+    from kernos.runtime._errors import ConfigError, EmptyAnswers, KernosError
+    from kernos.runtime._models._cassette import (
+        CassetteError,
+        RecordingModel,
+        ReplayModel,
+        latest_message_text,
+    )
+    from kernos.runtime._models._lean_models import LeanModel, WrapperLean
+    from kernos.runtime._models._lean_wire import Reply
+    from kernos.runtime._models._model_adapter import response_reply
+    from kernos.runtime._models._model_errors import ModelTarget, model_failure
+    from kernos.runtime._models._models import model_target, pick_model_name, resolve_model
+    from kernos.runtime._rules._approval_state import (
+        ApprovalState,
+        StoredRequest,
+        already_answered,
+        denial_reason,
+    )
+    from kernos.runtime._rules._budget import (
+        DURATION_FIX,
+        Budget,
+        BudgetExceeded,
+        BudgetMeter,
+        format_duration,
+        parse_duration,
+    )
+    from kernos.runtime._rules._compaction import CompactSettings, Summary
+    from kernos.runtime._rules._foreign import KERNOS_SOURCE, delimited, from_source
+    from kernos.runtime._rules._permissions import (
         Decision,
         PermissionTable,
         decide,
         parse_entry,
         unmatched_entries,
     )
-    from kernos.runtime._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
-    from kernos.runtime._reference import config_reference, reference_record, render_reference
     from kernos.runtime._runtime import Runtime
     from kernos.runtime._secrets import (
         forget_secrets,
@@ -112,16 +119,30 @@ if typing.TYPE_CHECKING:
         scrub_value,
         url_secrets,
     )
-    from kernos.runtime._session import Session, SessionEvent, new_session_id
-    from kernos.runtime._sessions import (
+    from kernos.runtime._session._compacting import (
+        Compacted,
+        CompactionStep,
+        Compactor,
+        CompactOutcome,
+    )
+    from kernos.runtime._session._compaction_store import (
+        compaction_text,
+        compactions,
+        latest_summary,
+    )
+    from kernos.runtime._session._history import history_from_turns, load_history
+    from kernos.runtime._session._lean import usage_responses
+    from kernos.runtime._session._pydantic_ai import NormalizedToolset, as_pydantic_ai, normalized
+    from kernos.runtime._session._session import Session, SessionEvent, new_session_id
+    from kernos.runtime._session._session_port import SessionPort
+    from kernos.runtime._session._sessions import (
         get_session,
         latest_session,
         list_sessions,
         record_session,
         session_events,
     )
-    from kernos.runtime._store import Migration, Store, StoreError
-    from kernos.runtime._toolsets import (
+    from kernos.runtime._session._toolsets import (
         BaseToolset,
         StaticToolset,
         Toolset,
@@ -129,8 +150,7 @@ if typing.TYPE_CHECKING:
         cancel_toolsets,
         shielded,
     )
-    from kernos.runtime._trace import span
-    from kernos.runtime._usage import (
+    from kernos.runtime._session._usage import (
         GROUPS,
         add_call_counts,
         aggregate,
@@ -142,16 +162,10 @@ if typing.TYPE_CHECKING:
         summary_line,
         total,
     )
-    from kernos.runtime._usage_log import open_usage, record_call
-    from kernos.runtime._windows import ModelWindow, known_window
-    from kernos.runtime._workspace import (
-        NotRegularFile,
-        WorkspacePolicy,
-        WorkspaceRefused,
-        open_regular,
-        path_problem,
-        path_refusal,
-    )
+    from kernos.runtime._session._usage_log import open_usage, record_call
+    from kernos.runtime._store._dialect import display_url, is_postgres_url
+    from kernos.runtime._store._store import Migration, Store, StoreError
+    from kernos.runtime._trace._trace import span
 
 __all__ = [
     "CLAUDE_CODE_MODELS",
@@ -205,6 +219,7 @@ __all__ = [
     "Runtime",
     "Session",
     "SessionEvent",
+    "SessionPort",
     "StaticToolset",
     "Store",
     "StoreError",

@@ -11,19 +11,19 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernos.runtime._config import Config, ConfigError
-from kernos.runtime._config_load import agent_model_problem, load_config
-from kernos.runtime._sessions import record_session
-from kernos.runtime._store import Store
-from kernos.runtime._workspace import WorkspacePolicy
+from kernos.runtime._config._config import Config, ConfigError
+from kernos.runtime._config._config_load import agent_model_problem, load_config
+from kernos.runtime._config._workspace import WorkspacePolicy
+from kernos.runtime._session._sessions import record_session
+from kernos.runtime._store._store import Store
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from kernos.boundary import ToolSpec
-    from kernos.runtime._approval import Approver
-    from kernos.runtime._compacting import Compactor
-    from kernos.runtime._session import Session, SessionEvent
+    from kernos.runtime._approval._approval import Approver
+    from kernos.runtime._session._compacting import Compactor
+    from kernos.runtime._session._session import Session, SessionEvent
 
 
 class Runtime:
@@ -92,7 +92,7 @@ class Runtime:
 
     def model_name(self, agent: str = "main", explicit: str | None = None) -> str:
         """Which model an agent runs on: explicit, ``--model``, the agent's, env, default."""
-        from kernos.runtime._models import pick_model_name
+        from kernos.runtime._models._models import pick_model_name
 
         chosen = explicit or self.model_override
         configured = self.config.agents.get(agent)
@@ -104,9 +104,9 @@ class Runtime:
 
     def model(self, name: str) -> Model:
         """The model called ``name``; built once per runtime."""
-        from kernos.runtime._cassette import RecordingModel
-        from kernos.runtime._clean import clean_model
-        from kernos.runtime._models import resolve_model
+        from kernos.runtime._models._cassette import RecordingModel
+        from kernos.runtime._models._clean import clean_model
+        from kernos.runtime._models._models import resolve_model
 
         if name not in self._models:
             built = clean_model(resolve_model(name, self.config))  # before a cassette sees it
@@ -139,7 +139,7 @@ class Runtime:
         the session, whose requests then raise that :class:`ConfigError` (``kernos mcp``: the host
         is the agent, only some tools need a model).
         """
-        from kernos.runtime._session import Session
+        from kernos.runtime._session._session import Session
 
         definition = self.config.agent(agent)
         try:

@@ -186,7 +186,7 @@ class ChildSessions(RunHooks):
         # an asked call nobody here may answer waits for an answer from the store
         child.waiter = TaskWaiter(self.scheduler, record)
         self.teams.equip(record, child)
-        child.set_compaction(  # runtime/_compacting.py
+        child.set_compaction(  # runtime/_session/_compacting.py
             self.config.compaction(
                 record.model_name, record.item.category, record.item.subagent_type
             ),

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class DurableModel(WrapperModel):
     """A child's model whose answers are DBOS steps inside a child workflow (plain answers
     outside one): the loop wraps the view of what it wraps in :class:`DurableLean` (see
-    :func:`kernos.runtime._lean.lean_model_for`)."""
+    :func:`kernos.runtime._session._lean.lean_model_for`)."""
 
     def wrap_lean(self, inner: LeanModel) -> LeanModel:
         return DurableLean(inner)

@@ -1,0 +1,2 @@
+"""Approval: asking before a tool runs, and the approval requests in the store (private to
+:mod:`kernos.runtime`)."""

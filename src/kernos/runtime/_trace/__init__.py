@@ -1,0 +1,1 @@
+"""Tracing: OpenTelemetry spans (private to :mod:`kernos.runtime`)."""
