@@ -9,7 +9,7 @@ import sqlite3
 import stat
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 from kernos._chat import Line, parse_line
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests import _wait as wait
-from tests._agents import CONFIG, SPAWN, agent_is
+from tests._agents import SPAWN, agent_is
 from tests.cli import _pty
 from tests.cli._pty import environment
 from tests.conftest import KERNOS
@@ -60,19 +60,6 @@ class Terminal(_pty.Terminal):
 
     def wait_text(self, wanted: str, after: int = 0) -> None:
         self.wait_for(lambda: wanted in self.since(after), repr(wanted))
-
-
-@pytest.fixture
-def gate() -> Iterator[threading.Event]:
-    event = threading.Event()
-    yield event
-    event.set()
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
-    return tmp_path
 
 
 def user_messages(request: dict[str, Any]) -> list[str]:

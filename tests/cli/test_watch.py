@@ -21,7 +21,7 @@ from kernos.cli._watch_view import cells, plain
 from kernos.runtime import Store
 from kernos.tasks import SessionUsage, TeamStore, TreeRow, task_tree, tree_signature
 from kernos.testing import FakeOpenAIServer, text, tool_call
-from tests._agents import CONFIG, SPAWN, agent_is
+from tests._agents import SPAWN, agent_is
 from tests._wait import wait_for
 from tests.cli import _pty
 from tests.cli._pty import environment
@@ -60,19 +60,6 @@ class Terminal(_pty.Terminal):
 
     def press(self, keys: str) -> None:
         self.type(keys)
-
-
-@pytest.fixture
-def gate() -> Iterator[threading.Event]:
-    event = threading.Event()
-    yield event
-    event.set()
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
-    return tmp_path
 
 
 @pytest.fixture
