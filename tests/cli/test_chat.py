@@ -3,18 +3,13 @@ the local model server; Ctrl-C cancels a turn and keeps the session, Ctrl-D leav
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import signal
 import sqlite3
 import stat
-import struct
 import subprocess
-import termios
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +18,9 @@ import pytest
 from kernos._chat import Line, parse_line
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests import _wait as wait
-from tests._agents import CONFIG, SPAWN, agent_is
+from tests._agents import SPAWN, agent_is
+from tests.cli import _pty
+from tests.cli._pty import environment
 from tests.conftest import KERNOS
 
 DEADLINE = 60.0
@@ -41,53 +38,14 @@ def test_a_line_is_a_prompt_a_command_or_nothing() -> None:
     assert parse_line("/etc is a path") == Line("prompt", "/etc is a path")
 
 
-class Terminal:
-    """A kernos command on a pseudo-terminal (its controlling terminal, so Ctrl-C is a SIGINT
-    for it), everything it writes read as it comes."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.master, self.slave = pty.openpty()
-        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 140, 0, 0))
-        env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
-        self.proc = subprocess.Popen(
-            [KERNOS, *args], cwd=cwd, env={**env, "TERM": "xterm-256color"},
-            stdin=self.slave, stdout=self.slave, stderr=self.slave, start_new_session=True,
-            preexec_fn=self._controlling,
-        )  # fmt: skip
-        self.output = b""
-        self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    @staticmethod
-    def _controlling() -> None:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        # as an interactive shell starts a foreground job: a shell without job control (a CI
-        # script, ``cmd &``) hands its children SIGINT and SIGQUIT ignored, and an ignored
-        # SIGINT stays ignored across exec, so Ctrl-C would never reach the chat
-        for signum in (signal.SIGINT, signal.SIGQUIT):
-            signal.signal(signum, signal.SIG_DFL)
-
-    def _read(self) -> None:
-        while True:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            with self.lock:
-                self.output += data
+class Terminal(_pty.Terminal):
+    """A kernos command on a pseudo-terminal, what it wrote read as text."""
 
     def text(self) -> str:
-        with self.lock:
-            return _ANSI.sub("", self.output.decode("utf-8", errors="replace"))
+        return _ANSI.sub("", self.written())
 
     def since(self, mark: int) -> str:
         return self.text()[mark:]
-
-    def type(self, keys: str) -> None:
-        os.write(self.master, keys.encode())
 
     def wait_for(self, check: Callable[[], bool], what: str) -> None:
         def seen() -> bool:
@@ -102,30 +60,6 @@ class Terminal:
 
     def wait_text(self, wanted: str, after: int = 0) -> None:
         self.wait_for(lambda: wanted in self.since(after), repr(wanted))
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self.slave)
-        os.close(self.master)
-
-
-@pytest.fixture
-def gate() -> Iterator[threading.Event]:
-    event = threading.Event()
-    yield event
-    event.set()
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
-    return tmp_path
-
-
-def environment(project: Path, server: FakeOpenAIServer) -> dict[str, str]:
-    return {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
 
 
 def user_messages(request: dict[str, Any]) -> list[str]:

@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,6 @@ from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, SPAWN, agent_is
 from tests._wait import wait_for
 from tests.conftest import KERNOS
-
-
-@pytest.fixture
-def gate() -> Iterator[threading.Event]:
-    event = threading.Event()
-    yield event
-    event.set()
 
 
 def status_of_children(home: Path) -> list[str]:

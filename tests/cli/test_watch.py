@@ -3,14 +3,10 @@ while a ``kernos run`` in another process drives a child against the local model
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
 import signal
 import sqlite3
-import struct
 import subprocess
 import termios
 import threading
@@ -25,8 +21,10 @@ from kernos.cli._watch_view import cells, plain
 from kernos.runtime import Store
 from kernos.tasks import SessionUsage, TeamStore, TreeRow, task_tree, tree_signature
 from kernos.testing import FakeOpenAIServer, text, tool_call
-from tests._agents import CONFIG, SPAWN, agent_is
+from tests._agents import SPAWN, agent_is
 from tests._wait import wait_for
+from tests.cli import _pty
+from tests.cli._pty import environment
 from tests.conftest import KERNOS
 
 DEADLINE = 60.0
@@ -47,78 +45,21 @@ def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[Any] | No
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _tty_env(env: dict[str, str]) -> dict[str, str]:
-    """The pty's own size, not COLUMNS/LINES inherited from the runner (rich prefers them)."""
-    env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
-    return {**env, "TERM": "xterm-256color"}
-
-
-class Terminal:
-    """``kernos tasks watch`` on a pseudo-terminal of 30x140, its output read as it comes."""
+class Terminal(_pty.Terminal):
+    """``kernos tasks watch`` on a pseudo-terminal."""
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
-        self.master, self.slave = pty.openpty()
-        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 140, 0, 0))
-        self.modes = termios.tcgetattr(self.slave)
-        self.proc = subprocess.Popen(
-            [KERNOS, "tasks", "watch"], cwd=cwd, env=_tty_env(env),
-            stdin=self.slave, stdout=self.slave, stderr=self.slave, start_new_session=True,
-            preexec_fn=self._controlling,
-        )  # fmt: skip
-        self.output = b""
-        self.lock = threading.Lock()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _controlling(self) -> None:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # so Ctrl-C on the terminal is a SIGINT for it
-
-    def _read(self) -> None:
-        while True:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            with self.lock:
-                self.output += data
+        super().__init__(["tasks", "watch"], cwd, env)
 
     def screen(self) -> str:
         """The last frame drawn, without escape codes."""
-        with self.lock:
-            text = self.output.decode("utf-8", errors="replace")
-        return _ANSI.sub("", text.rsplit("\x1b[H", 1)[-1])
+        return _ANSI.sub("", self.written().rsplit("\x1b[H", 1)[-1])
 
     def line_of(self, key: str) -> str:
         return next((line for line in self.screen().splitlines() if key in line), "")
 
     def press(self, keys: str) -> None:
-        os.write(self.master, keys.encode())
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self.slave)
-        os.close(self.master)
-
-
-@pytest.fixture
-def gate() -> Iterator[threading.Event]:
-    event = threading.Event()
-    yield event
-    event.set()
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "kernos.toml").write_text(CONFIG, encoding="utf-8")
-    return tmp_path
-
-
-def environment(project: Path, server: FakeOpenAIServer) -> dict[str, str]:
-    return {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+        self.type(keys)
 
 
 @pytest.fixture

@@ -45,6 +45,35 @@ def project(tmp_path: Path, *, rounds_ok: bool = True) -> None:
         (tmp_path / name).write_text(f"FILE {name}\n" + words(seed) + "\n")
 
 
+def reader_project(tmp_path: Path, reader: str = "") -> None:
+    """:func:`project` whose main agent delegates to a ``reader`` agent (``reader``: more of its
+    table)."""
+    project(tmp_path)
+    toml = tmp_path / "kernos.toml"
+    toml.write_text(
+        toml.read_text().replace('[agents.main]\ntools = ["read_file"]\n', "")
+        + '\n[agents.reader]\ndescription = "Reads files"\ntools = ["read_file"]\n'
+        + reader
+    )
+
+
+def child(request: dict[str, Any]) -> bool:
+    """A request of the reader child (its task says ``TASK: read``)."""
+    prompts = [m for m in request["messages"] if m["role"] == "user"]
+    return worker(request) and "TASK: read" in str(prompts[0]["content"])
+
+
+def parent(request: dict[str, Any]) -> bool:
+    return worker(request) and not child(request)
+
+
+def child_reads() -> tuple[Any, ...]:
+    """The reader child reads a.txt, b.txt and c.txt, one per answer."""
+    return tuple(
+        tool_call("read_file", {"path": name}, when=child) for name in ("a.txt", "b.txt", "c.txt")
+    )
+
+
 def sent_texts(request: dict[str, Any]) -> str:
     return json.dumps(request["messages"], ensure_ascii=False)
 
@@ -128,26 +157,11 @@ def test_a_compressor_that_never_approves_stops_the_session_context_exhausted(
 
 
 def test_a_child_compacts_and_its_parent_hears_it(server: FakeOpenAIServer, tmp_path: Path) -> None:
-    project(tmp_path)
-    toml = tmp_path / "kernos.toml"
-    toml.write_text(
-        toml.read_text().replace('[agents.main]\ntools = ["read_file"]\n', "")
-        + '\n[agents.reader]\ndescription = "Reads files"\ntools = ["read_file"]\n'
-        + 'model = "small"\n'
-    )
-
-    def child(request: dict[str, Any]) -> bool:
-        prompts = [m for m in request["messages"] if m["role"] == "user"]
-        return worker(request) and "TASK: read" in str(prompts[0]["content"])
-
-    def parent(request: dict[str, Any]) -> bool:
-        return worker(request) and not child(request)
+    reader_project(tmp_path, 'model = "small"\n')
 
     server.script(
         tool_call("task", {"prompt": "TASK: read a, b, c", "subagent_type": "reader"}, when=parent),
-        tool_call("read_file", {"path": "a.txt"}, when=child),
-        tool_call("read_file", {"path": "b.txt"}, when=child),
-        tool_call("read_file", {"path": "c.txt"}, when=child),
+        *child_reads(),
         text("child done", when=child),
         text("Parent done.", when=parent),
         tool_call("rewrite", {"text": SUMMARY, "losses": [LOSS]}, when=compactor),
@@ -253,19 +267,7 @@ def test_compact_needs_a_continued_session(tmp_path: Path) -> None:
 def test_a_revived_child_is_sent_its_summary_not_the_turns_it_covers(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    project(tmp_path)
-    toml = tmp_path / "kernos.toml"
-    toml.write_text(
-        toml.read_text().replace('[agents.main]\ntools = ["read_file"]\n', "")
-        + '\n[agents.reader]\ndescription = "Reads files"\ntools = ["read_file"]\n'
-    )
-
-    def child(request: dict[str, Any]) -> bool:
-        prompts = [m for m in request["messages"] if m["role"] == "user"]
-        return worker(request) and "TASK: read" in str(prompts[0]["content"])
-
-    def parent(request: dict[str, Any]) -> bool:
-        return worker(request) and not child(request)
+    reader_project(tmp_path)
 
     def revived(request: dict[str, Any]) -> bool:
         return child(request) and "TASK: again" in sent_texts(request)
@@ -277,9 +279,7 @@ def test_a_revived_child_is_sent_its_summary_not_the_turns_it_covers(
             when=parent,
         ),
         text("Answer the revived child.", when=revived),
-        tool_call("read_file", {"path": "a.txt"}, when=child),
-        tool_call("read_file", {"path": "b.txt"}, when=child),
-        tool_call("read_file", {"path": "c.txt"}, when=child),
+        *child_reads(),
         text("child done", when=child),
         tool_call("task_send", {"to": "reader1", "message": "TASK: again"}, when=parent),
         text("Parent done.", when=parent),
@@ -318,25 +318,11 @@ def test_compact_model_writes_the_summary(server: FakeOpenAIServer, tmp_path: Pa
 def test_a_child_whose_compaction_is_not_approved_ends_context_exhausted(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    project(tmp_path)
-    toml = tmp_path / "kernos.toml"
-    toml.write_text(
-        toml.read_text().replace('[agents.main]\ntools = ["read_file"]\n', "")
-        + '\n[agents.reader]\ndescription = "Reads files"\ntools = ["read_file"]\n'
-    )
-
-    def child(request: dict[str, Any]) -> bool:
-        prompts = [m for m in request["messages"] if m["role"] == "user"]
-        return worker(request) and "TASK: read" in str(prompts[0]["content"])
-
-    def parent(request: dict[str, Any]) -> bool:
-        return worker(request) and not child(request)
+    reader_project(tmp_path)
 
     server.script(
         tool_call("task", {"prompt": "TASK: read a, b, c", "subagent_type": "reader"}, when=parent),
-        tool_call("read_file", {"path": "a.txt"}, when=child),
-        tool_call("read_file", {"path": "b.txt"}, when=child),
-        tool_call("read_file", {"path": "c.txt"}, when=child),
+        *child_reads(),
         text("The child ran out of context.", when=parent),
         tool_call("rewrite", {"text": SUMMARY, "losses": []}, when=last_is("user"), repeat=True),
         text("Rewritten.", when=last_is("tool"), repeat=True),

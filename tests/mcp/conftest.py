@@ -21,6 +21,7 @@ import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
+from kernos.testing import text, tool_call
 from tests.conftest import KERNOS
 from tests.mcp.oauth_server import OAuthDocsServer, oauth_docs_server
 
@@ -60,6 +61,22 @@ def recorder_config(name: str, record_file: Path, **extra: str) -> str:
     ]
     lines += [f"{key} = {value}" for key, value in extra.items()]
     return "\n".join(lines) + "\n"
+
+
+def child_looks_up(project: Path, record_file: Path) -> tuple[Any, ...]:
+    """A project whose ``explore`` agent has the recording server's ``lookup`` (its calls kept in
+    ``record_file``), and how a script begins there: the parent spawns an explore child, which
+    looks up ``from child`` and answers ``child done``."""
+    (project / "kernos.toml").write_text(
+        recorder_config("rec", record_file)
+        + '[agents.explore]\ndescription = "Looks things up"\ntools = ["rec__lookup"]\n'
+    )
+    task = {"prompt": "TASK: look it up", "description": "Look up", "subagent_type": "explore"}
+    return (
+        tool_call("task", json.dumps(task)),
+        tool_call("rec__lookup", '{"query": "from child", "tags": []}', when="TASK: look it up"),
+        text("child done", when="for 'from child'"),
+    )
 
 
 def _records(record_file: Path) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
-from tests.mcp.conftest import kernos, recorded, recorder_config, tool_data
+from tests.mcp.conftest import child_looks_up, kernos, recorded, recorder_config, tool_data
 
 STRINGIFIED = {"query": "q", "limit": "2", "exact": "TRUE", "note": ""}
 CLEAN = {"query": "q", "limit": 2, "exact": True}
@@ -23,15 +23,8 @@ def test_a_repaired_call_shows_its_receipt_on_stderr_and_in_the_transcript(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     record = tmp_path / "calls.jsonl"
-    (tmp_path / "kernos.toml").write_text(
-        recorder_config("rec", record)
-        + '[agents.explore]\ndescription = "Looks things up"\ntools = ["rec__lookup"]\n'
-    )
-    task = {"prompt": "TASK: look it up", "description": "Look up", "subagent_type": "explore"}
     server.script(
-        tool_call("task", json.dumps(task)),
-        tool_call("rec__lookup", '{"query": "from child", "tags": []}', when="TASK: look it up"),
-        text("child done", when="for 'from child'"),
+        *child_looks_up(tmp_path, record),
         tool_call("rec__lookup", json.dumps(STRINGIFIED), when="child done"),
         tool_call("rec__lookup", json.dumps(CLEAN), when="found 3 entries for 'q'"),
         text("all done", when="found 3 entries for 'q'"),

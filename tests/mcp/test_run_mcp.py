@@ -19,6 +19,7 @@ from tests.mcp.conftest import (
     DOCS_TOKEN,
     RECORDER,
     DocsServer,
+    child_looks_up,
     kernos,
     kernos_env,
     offered_tools,
@@ -216,15 +217,8 @@ def test_parent_and_child_share_one_server_process(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     record = tmp_path / "calls.jsonl"
-    (tmp_path / "kernos.toml").write_text(
-        recorder_config("rec", record)
-        + '[agents.explore]\ndescription = "Looks things up"\ntools = ["rec__lookup"]\n'
-    )
-    task = {"prompt": "TASK: look it up", "description": "Look up", "subagent_type": "explore"}
     server.script(
-        tool_call("task", json.dumps(task)),
-        tool_call("rec__lookup", '{"query": "from child", "tags": []}', when="TASK: look it up"),
-        text("child done", when="for 'from child'"),
+        *child_looks_up(tmp_path, record),
         tool_call("rec__lookup", '{"query": "from parent", "mode": ""}', when="child done"),
         text("all done", when="for 'from parent'"),
     )

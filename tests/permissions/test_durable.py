@@ -5,10 +5,12 @@ reason; ``[permissions] wait`` bounds the wait; bad answers are one line and exi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +71,29 @@ def _finish(run: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
+@contextlib.contextmanager
+def _asking(
+    server: FakeOpenAIServer, cwd: Path, *, kill: bool = False
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """``kernos run delegate`` in ``cwd`` until its background child's one approval request is
+    open: the run and the request. On the way out the run is killed (SIGKILL: the process that
+    ran the child is gone) when ``kill`` says so or when it still runs."""
+    run = _start(server, cwd)
+    try:
+        (request,) = wait_for(lambda: _open_requests(cwd), "an approval request", alive=[run])
+        yield run, request
+    finally:
+        if kill or run.poll() is None:
+            run.kill()
+            run.communicate()
+
+
 def test_a_background_child_waits_and_is_approved_from_another_process(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     (tmp_path / "kernos.toml").write_text(CONFIG)
     _script(server, "Created bg.txt", "Wrote the notes.")
-    run = _start(server, tmp_path)
-    try:
-        requests = wait_for(lambda: _open_requests(tmp_path), "an approval request", alive=[run])
-        (request,) = requests
+    with _asking(server, tmp_path) as (run, request):
         assert request["tool"] == "write_file"
         assert request["arguments"]["path"] == "bg.txt"
         assert "+c" in request["diff"]  # the unified diff the write would make
@@ -87,10 +103,6 @@ def test_a_background_child_waits_and_is_approved_from_another_process(
         assert answered.returncode == 0, answered.stderr
         assert answered.stdout.startswith(f"{request['id']} approved")
         out, _ = _finish(run)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
     assert out == "All done.\n"
     assert (tmp_path / "bg.txt").read_text() == "c\n"
     notices = [str(r["messages"][-1]) for r in server.requests]
@@ -110,16 +122,10 @@ def test_a_denial_reaches_the_childs_model_with_its_reason(
 ) -> None:
     (tmp_path / "kernos.toml").write_text(CONFIG)
     _script(server, "not in this repo", "Could not write.")
-    run = _start(server, tmp_path)
-    try:
-        (request,) = wait_for(lambda: _open_requests(tmp_path), "an approval request", alive=[run])
+    with _asking(server, tmp_path) as (run, request):
         denied = kernos("deny", request["id"], "--reason", "not in this repo", cwd=tmp_path)
         assert denied.returncode == 0, denied.stderr
         out, _ = _finish(run)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
     assert out == "All done.\n"
     assert not (tmp_path / "bg.txt").exists()
     (result,) = [r for r in server.tool_results() if "denied" in r]
@@ -181,15 +187,10 @@ def test_a_request_of_a_cancelled_or_lost_task_is_expired(
 ) -> None:
     (tmp_path / "kernos.toml").write_text(CONFIG)
     _script(server, "was cancelled", "Stopped.")
-    run = _start(server, tmp_path)
-    try:
-        (request,) = wait_for(lambda: _open_requests(tmp_path), "an approval request", alive=[run])
+    with _asking(server, tmp_path, kill=True) as (run, request):
         cancelled = kernos("tasks", "cancel", request["task_id"], cwd=tmp_path)
         assert cancelled.returncode == 0, cancelled.stderr
         wait_for(lambda: _open_requests(tmp_path) == [], "the request to close", alive=[run])
-    finally:
-        run.kill()
-        run.communicate()
     late = kernos("approve", request["id"], cwd=tmp_path)
     assert late.returncode == 2
     assert f"request {request['id']} is closed: its task ended before it was answered" in (
@@ -201,12 +202,8 @@ def test_a_request_of_a_cancelled_or_lost_task_is_expired(
     lost.mkdir()
     (lost / "kernos.toml").write_text(CONFIG)
     _script(server, "never reached", "Never.")
-    run = _start(server, lost)
-    try:
-        (request,) = wait_for(lambda: _open_requests(lost), "an approval request", alive=[run])
-    finally:
-        run.kill()  # SIGKILL: the process that ran the child is gone
-        run.communicate()
+    with _asking(server, lost, kill=True) as (_, request):
+        pass  # killed on the way out: the process that ran the child is gone
     assert _task_status(lost, request["task_id"]) == "lost"  # the listing reconciles it
     assert _open_requests(lost) == []
     late = kernos("deny", request["id"], cwd=lost)
@@ -220,18 +217,12 @@ def test_the_time_a_child_waits_for_a_person_is_not_its_budgets(
     # the child's wall-clock budget is 1 s; it waits longer than that for the answer
     (tmp_path / "kernos.toml").write_text(CONFIG + 'timeout = "1s"\n')
     _script(server, "Created bg.txt", "Wrote the notes.")
-    run = _start(server, tmp_path)
-    try:
-        (request,) = wait_for(lambda: _open_requests(tmp_path), "an approval request", alive=[run])
+    with _asking(server, tmp_path) as (run, request):
         past = request["asked_at"] + 1.5
         wait_for(lambda: time.time() > past, "the child's budget to have passed", alive=[run])
         answered = kernos("approve", request["id"], cwd=tmp_path)
         assert answered.returncode == 0, answered.stderr
         out, _ = _finish(run)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
     assert out == "All done.\n"
     assert (tmp_path / "bg.txt").read_text() == "c\n"
 
@@ -251,13 +242,7 @@ def test_interrupting_a_waiting_child_denies_its_request_as_interrupted(
         text("Told it to stop.", when=agent_is("MAIN-AGENT", "Interrupting")),
         text("It stopped.", when=agent_is("MAIN-AGENT", "interrupted")),
     )
-    run = _start(server, tmp_path)
-    try:
-        out, _ = _finish(run)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
+    out, _ = _finish(_start(server, tmp_path))
     assert out in ("Told it to stop.\n", "It stopped.\n")
     assert not (tmp_path / "bg.txt").exists()
     listed = kernos("approvals", "--all", "--json", cwd=tmp_path)

@@ -36,18 +36,23 @@ def listed(project: Path, server: FakeOpenAIServer, agent: str) -> list[str]:
     return sorted(row["name"] for row in rows if row["source"] not in CONDITIONAL)
 
 
-def test_an_agent_without_a_tools_key_runs_as_a_child_with_the_built_ins(
-    project: Path, server: FakeOpenAIServer
-) -> None:
-    # the parent has no tools of its own to grant: the child's come from its definition
+def main_tools(project: Path, tools: str) -> None:
+    """Give the main agent a ``tools`` line (TOML, e.g. ``["read_file"]``) in kernos.toml."""
     config = project / "kernos.toml"
     config.write_text(
         config.read_text(encoding="utf-8").replace(
             'instructions = "MAIN-AGENT: you coordinate."',
-            'instructions = "MAIN-AGENT: you coordinate."\ntools = []',
+            f'instructions = "MAIN-AGENT: you coordinate."\ntools = {tools}',
         ),
         encoding="utf-8",
     )
+
+
+def test_an_agent_without_a_tools_key_runs_as_a_child_with_the_built_ins(
+    project: Path, server: FakeOpenAIServer
+) -> None:
+    # the parent has no tools of its own to grant: the child's come from its definition
+    main_tools(project, "[]")
     server.script(
         tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
         text("Three modules.", when=agent_is("EXPLORE-AGENT")),
@@ -68,14 +73,7 @@ def test_an_agent_without_a_tools_key_runs_as_a_child_with_the_built_ins(
 def test_an_agent_file_gets_every_tool_it_lists_though_the_parent_lacks_one(
     project: Path, server: FakeOpenAIServer
 ) -> None:
-    config = project / "kernos.toml"
-    config.write_text(
-        config.read_text(encoding="utf-8").replace(
-            'instructions = "MAIN-AGENT: you coordinate."',
-            'instructions = "MAIN-AGENT: you coordinate."\ntools = ["read_file", "search_files"]',
-        ),
-        encoding="utf-8",
-    )
+    main_tools(project, '["read_file", "search_files"]')
     agents = project / ".kernos" / "agents"
     agents.mkdir(parents=True)
     (agents / "scout.md").write_text(
@@ -101,14 +99,7 @@ def test_an_agent_file_gets_every_tool_it_lists_though_the_parent_lacks_one(
 def test_a_grant_of_a_tool_the_parent_lacks_is_refused_by_name(
     project: Path, server: FakeOpenAIServer
 ) -> None:
-    config = project / "kernos.toml"
-    config.write_text(
-        config.read_text(encoding="utf-8").replace(
-            'instructions = "MAIN-AGENT: you coordinate."',
-            'instructions = "MAIN-AGENT: you coordinate."\ntools = ["read_file"]',
-        ),
-        encoding="utf-8",
-    )
+    main_tools(project, '["read_file"]')
     server.script(
         tool_call(
             "task", {**SPAWN, "tools": ["list_files"]}, when=agent_is("MAIN-AGENT", "survey it")

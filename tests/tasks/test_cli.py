@@ -53,6 +53,16 @@ def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.Co
     )  # fmt: skip
 
 
+def script_held_child(gated: GatedServer, started: str = "Started; waiting.") -> None:
+    """The main agent spawns the survey child and says ``started``; the child's answer is held
+    on ``gated.gate`` and never delivered."""
+    gated.script(
+        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
+        text(started, when=agent_is("MAIN-AGENT", "Started task")),
+        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
+    )
+
+
 def tasks_json(project: Path, server: FakeOpenAIServer) -> list[dict[str, Any]]:
     listed = kernos(project, server, "tasks", "list", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -77,11 +87,7 @@ def wait_for_status(
 
 
 def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -> None:
-    gated.script(
-        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
-        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
-        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
-    )
+    script_held_child(gated)
     proc = subprocess.Popen(
         [KERNOS, "run", "survey it", "-q"], cwd=project, env=env(project, gated),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -121,11 +127,7 @@ def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -
 
 
 def test_no_wait_abandons_unfinished_children_as_lost(project: Path, gated: GatedServer) -> None:
-    gated.script(
-        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
-        text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
-        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
-    )
+    script_held_child(gated, "Started; not waiting.")
     run = kernos(project, gated, "run", "survey it", "--no-wait", "-q")
     assert run.returncode == 0, run.stderr
     assert run.stdout == "Started; not waiting.\n"
@@ -156,11 +158,7 @@ def test_run_waits_for_background_children_and_delivers_them(
 def test_cancel_from_another_process_ends_the_live_child_cancelled(
     project: Path, gated: GatedServer
 ) -> None:
-    gated.script(
-        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
-        text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
-        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
-    )
+    script_held_child(gated)
     owner = subprocess.Popen(
         [KERNOS, "run", "survey it", "-q"], cwd=project, env=env(project, gated),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

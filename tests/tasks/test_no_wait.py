@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tasks_helpers import agent_is
-from test_cli import SPAWN, GatedServer, gated, kernos, tasks_json
+from test_cli import SPAWN, GatedServer, gated, kernos, script_held_child, tasks_json
 
 from kernos.testing import text, tool_call
 
@@ -17,11 +17,7 @@ __all__ = ["gated"]  # the fixture, shared with test_cli
 def test_no_wait_answers_truly_and_names_the_children_it_left(
     project: Path, gated: GatedServer
 ) -> None:
-    gated.script(
-        tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
-        text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
-        text("never delivered", when=agent_is("EXPLORE-AGENT"), hold=gated.gate),
-    )
+    script_held_child(gated, "Started; not waiting.")
     run = kernos(project, gated, "run", "survey it", "--no-wait", "-q")
     assert run.returncode == 0, run.stderr
     answer = next(

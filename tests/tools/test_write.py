@@ -12,25 +12,12 @@ import pytest
 
 from kernos.boundary import ToolContext, ToolResult, ToolSpec, call_tool
 from kernos.tools import LocalWorkspace, write_tools
+from tests.tools._workspace import make_workspace
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    (root / "docs").mkdir(parents=True)
-    (root / "README.md").write_text("# Demo\nhello world\nlast line\n")
-    (root / ".env").write_text("SECRET=1\n")
-    (root / ".git").mkdir()
-    (root / ".git" / "config").write_text("[core]\n")
-    (root / ".kernos").mkdir()
-    (root / ".kernos" / "kernos.db").write_bytes(b"SQLite format 3\x00")
-    (root / "kernos.toml").write_text("# config\n")
-    (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
-    (tmp_path / "outside.txt").write_text("outside\n")
-    os.symlink(tmp_path / "outside.txt", root / "link_out.txt")
-    os.symlink(tmp_path, root / "linked_dir")
-    os.symlink(root / "README.md", root / "link_in.md")
-    return root
+    return make_workspace(tmp_path)
 
 
 def tools(root: Path, **kwargs: Any) -> dict[str, ToolSpec[Any]]:
