@@ -361,7 +361,10 @@ def expected_real(base: Path, text: str) -> str | None:
         where = unquote(parts.path)
     if not where or "\x00" in where or "://" in where:
         return None
-    return os.path.realpath(os.path.join(base / "ws", where))
+    real = os.path.realpath(os.path.join(base / "ws", where))
+    # realpath gives up at a symlink loop and leaves the rest as written, symlinks and all: no
+    # real path then
+    return None if any(os.path.islink(p) for p in [real, *map(str, Path(real).parents)]) else real
 
 
 #: Paths that lead somewhere interesting; random components are appended to some of them.
@@ -418,6 +421,15 @@ def test_the_policy_admits_exactly_the_regular_files_inside_a_root_that_are_not_
     else:
         assert admitted, f"{text!r} admitted as {got}"
         assert str(got) == real
+
+
+@pytest.mark.parametrize("text", ["loop/../link_out", "loop/../link_in"])
+def test_a_path_through_a_symlink_loop_is_refused(tree: Path, text: str) -> None:
+    # realpath stops at the loop and hands back the rest unresolved: ws/link_out, a symlink
+    # leading outside, would pass as a file inside the root
+    policy = WorkspacePolicy((tree / "ws",), (), allow_hidden=True)
+    with pytest.raises(WorkspaceRefused, match="leads through a symlink loop"):
+        policy.resolve(text)
 
 
 def test_one_table_words_a_refusal_for_a_path_sent_and_a_path_read() -> None:

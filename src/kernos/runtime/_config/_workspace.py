@@ -13,6 +13,7 @@ methods around it do the few system calls (``realpath``, ``stat``, ``open``).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -43,7 +44,19 @@ _SHOWN = 200  # at most this many characters of a model-supplied path in a refus
 
 
 def _real(path: str | os.PathLike[str]) -> str:
-    return os.path.realpath(os.fspath(path))
+    """``path`` with every symlink followed. ``os.path.realpath`` stops resolving at a symlink
+    loop and returns the rest as written (``loop/../link_out`` comes back as ``ROOT/link_out``,
+    itself a symlink that may lead anywhere): a result that still holds a symlink is refused
+    here with ``ELOOP``, as the kernel refuses to open such a path."""
+    real = os.path.realpath(os.fspath(path))
+    probe = real
+    while True:
+        if os.path.islink(probe):
+            raise OSError(errno.ELOOP, "a symlink on the way loops", os.fspath(path))
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return real
+        probe = parent
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -271,7 +284,15 @@ class WorkspacePolicy:
         candidate = expanded if expanded.is_absolute() else Path(self._roots[0]) / expanded
         try:
             return _real(candidate)
-        except (OSError, ValueError):
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise self._refused(
+                    what, shown, "is not a valid path; send the path of a file"
+                ) from None
+            raise self._refused(
+                what, shown, "leads through a symlink loop; send the path of a file"
+            ) from None
+        except ValueError:
             raise self._refused(
                 what, shown, "is not a valid path; send the path of a file"
             ) from None
