@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from kernos.runtime import ApprovalState, ApprovalStore, Store, already_answered
+from kernos.runtime import ApprovalRequest, ApprovalState, ApprovalStore, Store, already_answered
 from kernos.runtime._rules._approval_state import can_move
 
 
 def _ask(approvals: ApprovalStore, key: str = "t_1:1:call_a") -> str:
-    return approvals.ask(
-        key, task_id="t_1", session_id="s_1", agent="explore", tool="write_file",
-        arguments={"path": "a.txt", "content": "x"}, preview="+x", why="the tool's own default",
-    ).id  # fmt: skip
+    call = ApprovalRequest(
+        "write_file", {"path": "a.txt", "content": "x"}, agent="explore", session_id="s_1",
+        why="the tool's own default", preview="+x",
+    )  # fmt: skip
+    return approvals.ask(key, call, task_id="t_1").id
 
 
 def test_only_an_open_request_moves() -> None:

@@ -108,14 +108,7 @@ class TaskWaiter:
         await store.flushed()
         stored = await asyncio.to_thread(
             lambda: self.approvals.ask(
-                call_key(record.id, record.run_epoch, request.call_id),
-                task_id=record.id,
-                session_id=request.session_id,
-                agent=request.agent,
-                tool=request.tool,
-                arguments=request.arguments,
-                preview=request.preview,
-                why=request.why,
+                call_key(record.id, record.run_epoch, request.call_id), request, task_id=record.id
             )
         )
         if stored.state != ApprovalState.OPEN:  # a replayed call: answered while it was down

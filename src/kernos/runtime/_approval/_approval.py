@@ -266,13 +266,8 @@ async def _record(
 
     def write() -> None:
         ApprovalStore(store).record(
+            request,
             task_id=None,
-            session_id=request.session_id,
-            agent=request.agent,
-            tool=request.tool,
-            arguments=request.arguments,
-            preview=request.preview,
-            why=request.why,
             approved=answer.approved,
             asked_at=at,
             by=answer.by,

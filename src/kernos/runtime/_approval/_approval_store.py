@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from kernos.runtime._rules._approval_state import (
     ApprovalState,
@@ -55,6 +55,32 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
+class AskedCall(Protocol):
+    """What a request keeps of the call asked (``ApprovalRequest`` in
+    ``runtime/_approval/_approval.py`` is one)."""
+
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def arguments(self) -> dict[str, Any]: ...
+    @property
+    def preview(self) -> str | None: ...
+    @property
+    def why(self) -> str: ...
+
+
+def _asked(call: AskedCall) -> tuple[Any, ...]:
+    """The row's session_id, agent, tool, arguments, preview and why columns (the arguments
+    and the diff scrubbed of secrets)."""
+    arguments = json.dumps(scrub_value(call.arguments), ensure_ascii=False)
+    preview = scrub_text(call.preview) if call.preview else None
+    return (call.session_id, call.agent, call.tool, arguments, preview, call.why)
+
+
 class ApprovalStore:
     """The approval requests of one store (migrated on first use)."""
 
@@ -62,18 +88,7 @@ class ApprovalStore:
         self.store = store
         store.migrate(NAMESPACE, MIGRATIONS)
 
-    def ask(
-        self,
-        call_key: str,
-        *,
-        task_id: str | None,
-        session_id: str | None,
-        agent: str,
-        tool: str,
-        arguments: dict[str, Any],
-        preview: str | None,
-        why: str,
-    ) -> StoredRequest:
+    def ask(self, call_key: str, call: AskedCall, *, task_id: str | None) -> StoredRequest:
         """The request of the call ``call_key``: made now (``open``, committed before this
         returns), or the one an earlier attempt of the same call made, in whatever state."""
         found = self.by_call(call_key)
@@ -85,10 +100,8 @@ class ApprovalStore:
                 "arguments, preview, why, state, asked_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
-                    new_request_id(), call_key, task_id, session_id, agent, tool,
-                    json.dumps(scrub_value(arguments), ensure_ascii=False),
-                    scrub_text(preview) if preview else None, why, str(ApprovalState.OPEN),
-                    time.time(),
+                    new_request_id(), call_key, task_id, *_asked(call),
+                    str(ApprovalState.OPEN), time.time(),
                 ),
             )  # fmt: skip
             found = self.by_call(call_key)
@@ -98,14 +111,9 @@ class ApprovalStore:
 
     def record(
         self,
+        call: AskedCall,
         *,
         task_id: str | None,
-        session_id: str | None,
-        agent: str,
-        tool: str,
-        arguments: dict[str, Any],
-        preview: str | None,
-        why: str,
         approved: bool,
         asked_at: float,
         by: str | None,
@@ -116,15 +124,13 @@ class ApprovalStore:
         ask): a row made ``approved`` or ``denied`` at once; its id."""
         state = ApprovalState.APPROVED if approved else ApprovalState.DENIED
         request_id = new_request_id()
-        key = f"{session_id or '-'}:answered:{request_id}:{secrets.token_hex(4)}"
+        key = f"{call.session_id or '-'}:answered:{request_id}:{secrets.token_hex(4)}"
         self.store.write_now(
             "INSERT INTO approval_requests (id, call_key, task_id, session_id, agent, tool, "
             "arguments, preview, why, state, asked_at, answered_by, answered_how, answered_at, "
             "reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                request_id, key, task_id, session_id, agent, tool,
-                json.dumps(scrub_value(arguments), ensure_ascii=False),
-                scrub_text(preview) if preview else None, why, str(state), asked_at,
+                request_id, key, task_id, *_asked(call), str(state), asked_at,
                 by, how, time.time(), redact(reason) if reason else None,
             ),
         )  # fmt: skip
