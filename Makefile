@@ -30,7 +30,7 @@ demo: $(RUN_STAMP)
 	$(BIN)/kernos demo
 
 ## make test: every check: ruff lint + format check, mypy strict on src/, pytest without the
-## tests marked slow (under 7 minutes on 2 cores)
+## tests marked slow (the aim: under 7 minutes on 2 cores)
 test: lint typecheck pytest
 
 ## make test-slow: the tests marked slow (real `kernos worker` processes killed and resumed,
