@@ -1,6 +1,7 @@
 """The store off the hot path. Writes of one loop turn are one transaction committed
-on the store's writer thread; a prompt returns only once its turns are committed (acknowledged),
-so another connection sees them and a SIGKILL right after loses none of them."""
+on the store's writer thread, or where a prompt waits for them when the lock is free at once; a
+prompt returns only once its turns are committed (acknowledged), so another connection sees them
+and a SIGKILL right after loses none of them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from pydantic_ai.models.test import TestModel
 
 from kernos.runtime import Session, Store
+from tests import _wait as wait
 from tests._stores import LOCKED, LOCKED_MATCH, count_turns, traced, writer_lock_held
 
 
@@ -24,7 +26,7 @@ def test_a_sqlite_store_syncs_normal(tmp_path: Path) -> None:
     store.close()
 
 
-async def test_turns_are_committed_off_the_loop_before_each_prompt_returns(
+async def test_turns_are_committed_in_batches_before_each_prompt_returns(
     store_target: str,
 ) -> None:
     path = store_target
@@ -41,10 +43,48 @@ async def test_turns_are_committed_off_the_loop_before_each_prompt_returns(
 
     results = await asyncio.gather(*(talk(s) for s in sessions))
     assert results == [[2, 4, 6]] * 20  # a user and an assistant turn per prompt, all visible
-    loop_thread = threading.get_ident()
     commits = [thread for sql, thread in seen if sql == "COMMIT"]
-    assert commits and loop_thread not in commits
-    assert len(commits) < 20 * 3  # batched: fewer transactions than prompts
+    # at most one transaction per prompt: each commits what its loop turn buffered, with
+    # whatever other sessions buffered meanwhile
+    assert commits and len(commits) <= 20 * 3
+    store.close()
+
+
+async def test_a_prompt_s_commit_waits_on_the_writer_thread_never_on_the_loop(
+    store_target: str,
+) -> None:
+    # free at once: committed where the prompt waits (the loop's thread, SQLite); held by
+    # another process: the loop never waits for it, the writer thread does
+    store = Store(store_target, timeout=5.0)
+    seen = traced(store)
+    loop_thread = threading.get_ident()
+    store.record_turn("s_3", "main", "user", "free")
+    await store.flushed()
+    in_place = [thread for sql, thread in seen if sql == "COMMIT"]
+    assert in_place == ([loop_thread] if store.dialect == "sqlite" else in_place)
+    seen.clear()
+    held = threading.Event()
+
+    def hold() -> None:  # another connection holds the lock until the writer thread waits for it
+        with writer_lock_held(store_target):
+            held.set()
+            wait.wait_for(
+                lambda: [sql for sql, thread in seen if thread != loop_thread and "BEGIN" in sql],
+                "the writer thread waiting for the lock",
+            )
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(30)
+    store.record_turn("s_3", "main", "assistant", "held")
+    await store.flushed()  # the loop tries once without waiting, then the writer thread waits
+    holder.join(30)
+    on_loop = [sql for sql, thread in seen if thread == loop_thread]
+    assert "COMMIT" not in on_loop
+    if store.dialect == "sqlite":
+        assert on_loop[:2] == ["PRAGMA busy_timeout=0", "BEGIN IMMEDIATE"]
+    assert [thread for sql, thread in seen if sql == "COMMIT"]
+    assert [t["text"] for t in store.turns("s_3")] == ["free", "held"]
     store.close()
 
 

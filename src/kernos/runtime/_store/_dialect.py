@@ -227,6 +227,31 @@ class SqliteDialect:
         """
         return _apply_committed(self, conn, writes)
 
+    #: a prompt's writes may be committed on the event loop's thread when the lock is free
+    commits_in_place = True
+
+    def commit_if_free(
+        self, conn: Any, writes: Sequence[Write]
+    ) -> list[tuple[str, BaseException]] | None:
+        """:meth:`commit_batch`, only if the write lock is free at once (no busy wait); ``None``,
+        with nothing done, when another connection holds it."""
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            self.begin(conn)
+        except sqlite3.OperationalError as exc:
+            if self.is_busy(exc):
+                return None
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        try:
+            dropped = self.apply(conn, writes)
+            conn.execute("COMMIT")
+        except BaseException:
+            self.rollback(conn)
+            raise
+        return dropped
+
     _BUSY = ("database is locked", "database table is locked", "database is busy")
 
     def is_busy(self, exc: BaseException) -> bool:
@@ -335,6 +360,8 @@ class PostgresDialect:
 
     name = "postgres"
     thing = "database"
+    #: every commit waits on the server: the writer thread makes them all
+    commits_in_place = False
     fresh_start = "point the URL at a new, empty database (or drop and re-create this one)"
 
     def __init__(self, url: str, timeout: float) -> None:
@@ -398,6 +425,12 @@ class PostgresDialect:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
         return {row[0] for row in rows}
+
+    def commit_if_free(
+        self, conn: Any, writes: Sequence[Write]
+    ) -> list[tuple[str, BaseException]] | None:
+        """Never in place (see :attr:`commits_in_place`): ``None``, nothing done."""
+        return None
 
     def commit_batch(self, conn: Any, writes: Sequence[Write]) -> list[tuple[str, BaseException]]:
         """Commit ``writes`` in one write transaction; returns ``(sql, error)`` for each one

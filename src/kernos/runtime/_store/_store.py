@@ -9,9 +9,13 @@ its own transaction; ``schema_migrations`` records what ran.
 
 Writes off the hot path: :meth:`Store.write_later` (turns, task rows and events) buffers a write;
 everything buffered during one turn of the event loop is committed in one transaction, on the
-store's writer thread, never on the loop's. Order is kept (one FIFO of batches, drained under one
-lock), a batch that fails stays queued ahead of newer ones, and every read through the store's
-readers flushes first, so a reader never sees an older state than a writer set.
+store's writer thread. A prompt that waits for its turns (:meth:`Store.flushed`) commits them on
+its own thread instead when that needs no waiting (SQLite, no commit in flight, the write lock
+free at once): the hand-over to the writer thread cost more than the commit. Whatever would wait
+(another process holds the lock, PostgreSQL's round trip) stays on the writer thread. Order is
+kept (one FIFO of batches, drained under one lock), a batch that fails stays queued ahead of newer
+ones, and every read through the store's readers flushes first, so a reader never sees an older
+state than a writer set.
 
 Durability: a write is *acknowledged* once a flush that contains it has returned — the sync
 :meth:`Store.flush`, or ``await`` :meth:`Store.flushed` (a session awaits it before its prompt
@@ -454,8 +458,8 @@ class Store:
             self._drain()
 
     async def flushed(self) -> None:
-        """Wait until every write buffered so far is committed (acknowledged), off the loop's
-        thread.
+        """Wait until every write buffered so far is committed (acknowledged): here when the
+        store's lock is free at once (:meth:`_commit_in_place`), else on the writer thread.
 
         Raises:
             sqlite3.Error | psycopg.Error: the transaction failed; the writes stay buffered for
@@ -464,8 +468,33 @@ class Store:
         import asyncio
 
         self._hand_over()
-        if self._batches:
+        if self._batches and not self._commit_in_place():
             await asyncio.get_running_loop().run_in_executor(self._thread(), self._drain)
+
+    def _commit_in_place(self) -> bool:
+        """Commit the queued batches on the calling thread (the event loop's) when that needs no
+        waiting: a dialect that can (SQLite), the writer thread idle and the database's write
+        lock free at once. Whether it did; anything that would wait (another process holds the
+        lock, a commit in flight) is left to the writer thread. The hand-over to that thread was
+        most of what a prompt's commit cost (``bench/engine.py``)."""
+        if not self._dialect.commits_in_place or not self._writer.acquire(blocking=False):
+            return False
+        try:
+            if not self._lock.acquire(blocking=False):
+                return False
+            try:
+                count = len(self._batches)
+                writes = [write for batch in list(self._batches)[:count] for write in batch]
+                with self._translated():
+                    dropped = self._dialect.commit_if_free(self._connection(), writes)
+            finally:
+                self._lock.release()
+            if dropped is None:
+                return False
+            self._committed(count, dropped)
+            return True
+        finally:
+            self._writer.release()
 
     def _pending(self) -> int:
         return len(self._buffer) + sum(len(batch) for batch in self._batches)
@@ -510,10 +539,14 @@ class Store:
             writes = [write for batch in list(self._batches)[:count] for write in batch]
             with self._translated(), self._lock:
                 dropped = self._dialect.commit_batch(self._connection(), writes)
-            for _ in range(count):
-                self._batches.popleft()
-            for sql, exc in dropped:
-                log.error("store: dropped a write that cannot be stored (%s): %s", exc, sql)
+            self._committed(count, dropped)
+
+    def _committed(self, count: int, dropped: list[tuple[str, BaseException]]) -> None:
+        """The first ``count`` batches are committed: off the queue; each write dropped logged."""
+        for _ in range(count):
+            self._batches.popleft()
+        for sql, exc in dropped:
+            log.error("store: dropped a write that cannot be stored (%s): %s", exc, sql)
 
     # -- turns -------------------------------------------------------------------------------
     def record_turn(
