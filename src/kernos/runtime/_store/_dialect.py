@@ -80,11 +80,17 @@ def _encodable(value: Any, nul: bool = False) -> Any:
 
 
 def _apply_committed(
-    dialect: SqliteDialect | PostgresDialect, conn: Any, writes: Sequence[Write]
+    dialect: SqliteDialect | PostgresDialect,
+    conn: Any,
+    writes: Sequence[Write],
+    *,
+    begun: bool = False,
 ) -> list[tuple[str, BaseException]]:
-    """``writes`` applied one by one (:meth:`SqliteDialect.apply`) in one transaction, committed;
-    rolled back whole when it fails. The ``(sql, error)`` of each write dropped."""
-    dialect.begin(conn)
+    """``writes`` applied one by one (:meth:`SqliteDialect.apply`) in one transaction (``begun``:
+    already open), committed; rolled back whole when it fails. The ``(sql, error)`` of each write
+    dropped."""
+    if not begun:
+        dialect.begin(conn)
     try:
         dropped = dialect.apply(conn, writes)
         conn.execute("COMMIT")
@@ -244,13 +250,7 @@ class SqliteDialect:
             raise
         finally:
             conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-        try:
-            dropped = self.apply(conn, writes)
-            conn.execute("COMMIT")
-        except BaseException:
-            self.rollback(conn)
-            raise
-        return dropped
+        return _apply_committed(self, conn, writes, begun=True)
 
     _BUSY = ("database is locked", "database table is locked", "database is busy")
 
