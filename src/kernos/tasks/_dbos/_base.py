@@ -44,6 +44,7 @@ class EngineBase(TaskEngine):
     stopping: bool
     orphan_checks: int
     _beats: asyncio.Task[None] | None
+    beaten: asyncio.Event
     _watcher: asyncio.Task[None] | None
     _launched: bool
     _launching: asyncio.Lock | None

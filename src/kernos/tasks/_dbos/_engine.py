@@ -98,6 +98,8 @@ class DBOSEngine(_HandOver, _Following, _Recovery, _Sharing, _Launching):
         self.heartbeat = scheduler.config.tasks.heartbeat
         self.spread = scheduler.config.tasks.spread
         self._beats: asyncio.Task[None] | None = None
+        #: set once the first beat is over (as the reaper: its sharing and reaping too)
+        self.beaten = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
         self.executor = executor_id()
         #: told when this process takes another process's child (``"took"``) and when that

@@ -112,6 +112,7 @@ class _Recovery(EngineBase):
                 raise
             except Exception as exc:
                 log.warning("tasks: heartbeat or reaper failed: %s", exc)
+            self.beaten.set()
             await asyncio.sleep(self.heartbeat)
 
     async def _reap(self, dead: str) -> None:
