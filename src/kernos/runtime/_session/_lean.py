@@ -134,9 +134,14 @@ def _response(message: dict[str, Any], info: Any) -> ModelResponse:
             parts=parts,
             usage=usage,
             model_name=info.model_name,
-            provider_name=None if info.model_name == "replay" else info.provider_name,
+            provider_name=_provider(info),
         )
     return ModelResponse(parts=parts)
+
+
+def _provider(reply: Reply) -> str | None:
+    """Who answered, as the history and the usage rows name it (a cassette: nobody)."""
+    return None if reply.model_name == "replay" else reply.provider_name
 
 
 def from_model_messages(history: Sequence[ModelMessage]) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -442,7 +447,7 @@ def reply_usage(replies: Sequence[Reply]) -> list[dict[str, Any]]:
     return [
         {
             "model": r.model_name,
-            "provider": None if r.model_name == "replay" else r.provider_name,
+            "provider": _provider(r),
             "input_tokens": int(r.input_tokens or 0),
             "output_tokens": int(r.output_tokens or 0),
             "cached_tokens": int(r.cached_tokens or 0),
