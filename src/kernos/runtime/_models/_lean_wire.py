@@ -415,9 +415,10 @@ class ChatEndpoint:
             ModelConnectionError: the server could not be reached (after the retries).
             ModelResponseError: the answer is not a Chat Completion.
         """
-        # the first attempt runs before tenacity is set up (its loop cost a request ~20us of
-        # CPU, bench/engine.py); a first failure is handed to tenacity as its first attempt's, so
-        # the retries and their waits are tenacity's as they would have been
+        # the first attempt runs before tenacity is set up: its loop (a call state, a Future and
+        # its lock per attempt, and the garbage they leave) was about a tenth of a request's CPU
+        # at one session (bench/engine.py). A first failure is handed to tenacity as its first
+        # attempt's, so the retries and their waits are tenacity's as they would have been.
         first: _Retryable | None
         try:
             return await self._attempt(model, body, on_delta, timeout)
