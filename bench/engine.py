@@ -17,6 +17,8 @@ kernos's targets (ratios of one run, at ``SESSIONS``): ``kernos`` >= 0.8x ``raw`
 <= 1.3x its CPU per request; ``kernos/adapted`` is reported against ``pyd-ai``.
 * ``kernos/window`` — ``kernos`` on a model with a known window (128,000 tokens, gpt-4o's in
   genai-prices): what compaction's counting adds to short conversations.
+* ``kernos/nostore`` — ``kernos`` recording nothing (no store): what the store's writes and
+  commits cost, by difference.
 
 For each, at 1 session (``SERIAL`` conversations one after another) and at ``SESSIONS`` concurrent
 conversations: turns/s (wall) and CPU ms per request (this process's CPU time / requests).
@@ -181,7 +183,7 @@ def pydantic_ai_factory(
 
 
 def kernos_factory(
-    adapted: bool, window: int | None = None
+    adapted: bool, window: int | None = None, stored: bool = True
 ) -> Callable[[str], tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]]:
     def factory(url: str) -> tuple[Callable[[], Conversation], Callable[[], Awaitable[None]]]:
         from pydantic_ai.models.openai import OpenAIChatModel
@@ -195,7 +197,7 @@ def kernos_factory(
             """Not the pooled wire's: asked through pydantic-ai's model interface."""
 
         home = Path(tempfile.mkdtemp(prefix="kernos-bench-engine-"))
-        store = Store(home / "kernos.db")
+        store = Store(home / "kernos.db") if stored else None
         kind = AdaptedChatModel if adapted else OpenAIChatModel
         provider = OpenAIProvider(base_url=url, api_key="k")  # its client is this loop's
         model = kind("bench", provider=provider)
@@ -212,8 +214,9 @@ def kernos_factory(
             return run
 
         async def close() -> None:
-            await store.flushed()
-            store.close()
+            if store is not None:
+                await store.flushed()
+                store.close()
             await shared_endpoint(url + "/", "k").aclose()
             await shared_endpoint(url, "k").aclose()
             await provider.client.close()
@@ -231,6 +234,7 @@ VARIANTS: dict[str, Callable[[str], Any]] = {
     "kernos/adapted": kernos_factory(adapted=True),
     # gpt-4o's window (genai-prices): what a known model adds to short conversations
     "kernos/window": kernos_factory(adapted=False, window=128_000),
+    "kernos/nostore": kernos_factory(adapted=False, stored=False),
 }
 
 

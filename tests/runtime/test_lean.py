@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -24,7 +26,14 @@ from kernos.runtime import (
     SessionEvent,
     resolve_model,
 )
-from kernos.runtime._models._lean_wire import ModelResponseError, StreamAccumulator, retry_wait
+from kernos.runtime._models._lean_wire import (
+    ModelResponseError,
+    Reply,
+    StreamAccumulator,
+    retry_wait,
+)
+from kernos.runtime._session._lean import reply_usage, usage_responses
+from kernos.runtime._session._usage import response_usage
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
 from tests.runtime._lookup import LOOKUP
 
@@ -300,3 +309,27 @@ async def test_one_pooled_client_per_endpoint_and_no_ca_bundle_for_http(
     assert len(loaded) == 1
     await plain.aclose()
     await secure.aclose()
+
+
+# -- usage ---------------------------------------------------------------------------------------
+
+_REPLIES = st.lists(
+    st.builds(
+        Reply,
+        text=st.text(max_size=5),
+        input_tokens=st.integers(0, 10**9),
+        output_tokens=st.integers(0, 10**9),
+        cached_tokens=st.integers(0, 10**9),
+        model_name=st.none() | st.sampled_from(["replay", "gpt-4o", ""]),
+        provider_name=st.none() | st.sampled_from(["openai", "anthropic"]),
+    ),
+    max_size=4,
+)
+
+
+@given(_REPLIES)
+def test_usage_rows_read_from_the_answers_are_those_read_from_their_responses(
+    replies: list[Reply],
+) -> None:
+    # the session records its usage from the answers (no pydantic-ai message per answer)
+    assert reply_usage(replies) == response_usage(usage_responses(replies))

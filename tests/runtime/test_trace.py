@@ -181,6 +181,8 @@ def test_a_run_with_a_child_exports_the_span_tree(
     assert len(chats) == 3
     for chat in chats:
         assert "kernos.prompt" in ancestors(chat, index)
+        assert chat["attributes"]["gen_ai.response.model"]  # the answer's figures, once traced
+        assert "gen_ai.usage.input_tokens" in chat["attributes"]
 
     (call,) = receiver.named("kernos.tool_call")
     assert call["attributes"]["kernos.tool"] == "task"
@@ -399,3 +401,4 @@ def test_the_off_span_is_one_shared_no_op() -> None:
     with off as entered:
         entered.set(anything=1)
     assert entered is off
+    assert not off.recording  # the loop gathers no figures for it

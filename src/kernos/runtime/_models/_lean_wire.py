@@ -415,6 +415,15 @@ class ChatEndpoint:
             ModelConnectionError: the server could not be reached (after the retries).
             ModelResponseError: the answer is not a Chat Completion.
         """
+        # the first attempt runs before tenacity is set up: its loop (a call state, a Future and
+        # its lock per attempt, and the garbage they leave) was about a tenth of a request's CPU
+        # at one session (bench/engine.py). A first failure is handed to tenacity as its first
+        # attempt's, so the retries and their waits are tenacity's as they would have been.
+        first: _Retryable | None
+        try:
+            return await self._attempt(model, body, on_delta, timeout)
+        except _Retryable as failed:
+            first = failed
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(1, attempts)),
             wait=_wait,
@@ -424,12 +433,20 @@ class ChatEndpoint:
         try:
             async for attempt in retrying:
                 with attempt:
-                    if on_delta is None:
-                        return await self._once(model, body, timeout)
-                    return await self._stream(model, body, on_delta, timeout)
+                    if first is not None:
+                        handed, first = first, None
+                        raise handed
+                    return await self._attempt(model, body, on_delta, timeout)
         except _Retryable as spent:
             raise spent.error from spent.error.__cause__
         raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
+
+    async def _attempt(
+        self, model: str, body: bytes, on_delta: Callable[[str], None] | None, timeout: float | None
+    ) -> Reply:
+        if on_delta is None:
+            return await self._once(model, body, timeout)
+        return await self._stream(model, body, on_delta, timeout)
 
     async def _once(self, model: str, body: bytes, timeout: float | None) -> Reply:
         try:

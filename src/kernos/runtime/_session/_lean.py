@@ -134,9 +134,14 @@ def _response(message: dict[str, Any], info: Any) -> ModelResponse:
             parts=parts,
             usage=usage,
             model_name=info.model_name,
-            provider_name=None if info.model_name == "replay" else info.provider_name,
+            provider_name=_provider(info),
         )
     return ModelResponse(parts=parts)
+
+
+def _provider(reply: Reply) -> str | None:
+    """Who answered, as the history and the usage rows name it (a cassette: nobody)."""
+    return None if reply.model_name == "replay" else reply.provider_name
 
 
 def from_model_messages(history: Sequence[ModelMessage]) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -270,7 +275,8 @@ class LeanLoop:
             wire_messages = self._wire()
             with chat_span(session.model.model_name, wire_messages) as traced:
                 reply = await self.model.answer(wire_messages, self._tools(), on_delta)
-                traced.set_genai(reply_attributes(reply))
+                if traced.recording:  # tracing off: the figures are not even gathered
+                    traced.set_genai(reply_attributes(reply))
             replies.append(reply)
             if session.compacting is not None:
                 session.compacting.reported(reply.input_tokens)
@@ -431,6 +437,23 @@ class LeanLoop:
 def usage_responses(replies: Sequence[Reply]) -> list[ModelResponse]:
     """The ``usage`` event's responses (pydantic-ai ``ModelResponse`` objects)."""
     return [_response({"content": r.text}, r) for r in replies]
+
+
+def reply_usage(replies: Sequence[Reply]) -> list[dict[str, Any]]:
+    """The usage rows' entries of ``replies``: what
+    :func:`kernos.runtime._session._usage.response_usage` reads from their
+    :func:`usage_responses`, without making a pydantic-ai message per answer (a session with no
+    event listener records its usage every turn and shows no response to anyone)."""
+    return [
+        {
+            "model": r.model_name,
+            "provider": _provider(r),
+            "input_tokens": int(r.input_tokens or 0),
+            "output_tokens": int(r.output_tokens or 0),
+            "cached_tokens": int(r.cached_tokens or 0),
+        }
+        for r in replies
+    ]
 
 
 def _sendable(message: dict[str, Any]) -> bool:

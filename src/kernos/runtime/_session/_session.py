@@ -14,15 +14,15 @@ from pydantic_ai.models import Model
 
 from kernos.boundary import ToolResult, ToolSpec, clean_text
 from kernos.runtime._models._lean_models import lean_model_for
+from kernos.runtime._models._lean_wire import Reply
 from kernos.runtime._rules._budget import Budget, BudgetExceeded, BudgetMeter
 from kernos.runtime._rules._compaction import CompactSettings, Summary
 from kernos.runtime._rules._foreign import has_foreign_tools, tool_results_note
 from kernos.runtime._rules._repeats import REPEAT_LIMIT
 from kernos.runtime._session._compacting import Compacted, CompactionStep, Compactor
 from kernos.runtime._session._compaction_store import latest_summary
-from kernos.runtime._session._lean import EMPTY_RETRIES, LeanLoop, usage_responses
+from kernos.runtime._session._lean import EMPTY_RETRIES, LeanLoop, reply_usage, usage_responses
 from kernos.runtime._session._toolsets import Watcher
-from kernos.runtime._session._usage import response_usage
 from kernos.runtime._session._usage_log import record_call, record_usage
 from kernos.runtime._store._store import Store
 from kernos.runtime._trace._trace import span
@@ -365,7 +365,6 @@ class Session:
             final, replies, start = await self._lean.run(text)
             self.last_text = final
             self._lean.record(start)
-            responses: list[ModelResponse] = usage_responses(replies)
         except asyncio.CancelledError:
             # a cancelled prompt (Ctrl-C in a chat, a signal, a timeout) is not part of the
             # conversation that goes on (a chat rewinds to before it): its turns are not kept,
@@ -377,7 +376,7 @@ class Session:
             # and the usage of every response that reached kernos
             self._record_usage(self._record_failed())
             raise
-        self._record_usage(responses)
+        self._record_usage(replies)
         if self.usage_store is not None:
             # the turns and usage are acknowledged before the prompt returns
             await self.usage_store.flushed()
@@ -390,14 +389,16 @@ class Session:
         self.emit("text", text=final)
         return final
 
-    def _record_usage(self, responses: list[ModelResponse]) -> None:
-        """Store one usage row per response (keyed like the turns in a durable run), then emit
-        the ``usage`` event: recorded here, once, whichever process runs the session."""
+    def _record_usage(self, replies: list[Reply]) -> None:
+        """Store one usage row per model response (keyed like the turns in a durable run), then
+        emit the ``usage`` event (its pydantic-ai responses made only for a listener): recorded
+        here, once, whichever process runs the session."""
         if self.usage_store is not None:
-            entries = response_usage(responses)
+            entries = reply_usage(replies)
             keys = [self._usage_key() for _ in entries]
             record_usage(self.usage_store, self.session_id, self.agent, entries, keys)
-        self.emit("usage", responses=responses)
+        if self.on_event is not None:
+            self.emit("usage", responses=usage_responses(replies))
 
     def _usage_key(self) -> str | None:
         if self._turn_run is None:
@@ -411,10 +412,10 @@ class Session:
         self._calls_keyed += 1
         return f"{self._turn_run}:{self._calls_keyed}"
 
-    def _record_failed(self, *, keep_turns: bool = True) -> list[ModelResponse]:
+    def _record_failed(self, *, keep_turns: bool = True) -> list[Reply]:
         """Record the turns of a prompt that raised (unless ``keep_turns`` is false); returns the
-        responses it received."""
+        model answers it received."""
         replies, start = self._lean.replies, self._lean.start
         if keep_turns:
             self._lean.record(start, complete=False)
-        return usage_responses(replies)
+        return replies

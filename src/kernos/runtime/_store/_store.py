@@ -570,8 +570,8 @@ class Store:
             agent,
             role,
             redact(text),
-            json.dumps(redact(list(tool_calls)), ensure_ascii=False, default=str),
-            json.dumps(redact(list(tool_results)), ensure_ascii=False, default=str),
+            _json_list(tool_calls),
+            _json_list(tool_results),
             input_tokens,
             output_tokens,
             time.time(),
@@ -591,6 +591,13 @@ class Store:
             item["tool_results"] = json.loads(item["tool_results"])
             out.append(item)
         return out
+
+
+def _json_list(items: Sequence[dict[str, Any]]) -> str:
+    """A turn's calls or results as stored: JSON, secrets redacted (most turns have none)."""
+    if not items:
+        return "[]"
+    return json.dumps(redact(list(items)), ensure_ascii=False, default=str)
 
 
 class _Executor:

@@ -81,6 +81,9 @@ class _NoSpan:
 
     __slots__ = ()
 
+    #: whether attributes set on it are kept (a caller skips computing them when not)
+    recording = False
+
     def set(self, **values: Any) -> None:
         """Add attributes to the span (nothing to add them to here)."""
 
@@ -107,6 +110,9 @@ class _Span:
     """One live span, current while the ``with`` (or ``async with``) block runs."""
 
     __slots__ = ("_attributes", "_context", "_link", "_name", "_span", "_tracer")
+
+    #: whether attributes set on it are kept (:attr:`_NoSpan.recording`)
+    recording = True
 
     def __init__(self, tracer: Tracer, name: str, attributes: dict[str, Any], link: bool) -> None:
         self._tracer = tracer
