@@ -22,9 +22,10 @@ import pytest
 from tasks_helpers import agent_is, last
 from test_dbos import KERNOS, SPAWN, env, kill_9_mid_child_resumes_elsewhere, start, use_dbos
 from test_dbos_postgres import counting_server, three_workers_fan_out
-from tests import _wait as wait
 from tests._netns import Namespaces, NetnsUnavailable, pick_subnet, remove_stale
 from tests._postgres import PostgresServer, create_database, postgres_missing
+from tests._wait import wait_for
+from tests.conftest import Worker
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -196,14 +197,18 @@ def _names() -> list[str]:
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_three_namespaced_workers_share_the_global_limit_over_the_link(
-    project: Path, links: Namespaces, linked_postgres: str, monkeypatch: pytest.MonkeyPatch
+    project: Path,
+    links: Namespaces,
+    linked_postgres: str,
+    monkeypatch: pytest.MonkeyPatch,
+    worker: Callable[..., Worker],
 ) -> None:
     port = int(linked_postgres.rsplit(":", 1)[1].split("/")[0])
     assert reaches(links, 0, links.host, port)  # the store, over the link
     assert not reaches(links, 0, "127.0.0.1", port)  # and only over it
     with counting_server(monkeypatch, host=links.host) as counting:
         workers, tasks = three_workers_fan_out(
-            project, counting, linked_postgres, lambda n: links.exec(n, [KERNOS, "worker"])
+            project, counting, linked_postgres, worker, lambda n: links.exec(n, [KERNOS, "worker"])
         )
         # (executors named a namespaced worker's pid: checked by three_workers_fan_out)
         clients = children_clients(counting)
@@ -307,7 +312,3 @@ def test_a_worker_cut_off_mid_child_falls_silent_and_its_child_resumes_elsewhere
 
 def executor_of(row: dict[str, Any] | None) -> str:
     return str(row["executor"] or "") if row is not None else ""
-
-
-def wait_for(probe: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
-    return wait.wait_for(probe, what, timeout)
