@@ -25,16 +25,33 @@ def wait_for(
     timeout: float = TIMEOUT,
     *,
     alive: Sequence[subprocess.Popen[str]] | Sequence[subprocess.Popen[bytes]] = (),
+    interval: float = INTERVAL,
 ) -> T:
     """``probe()`` once it returns something truthy; fails after ``timeout`` seconds naming
-    ``what`` and the last value seen, or at once when a process of ``alive`` has exited."""
+    ``what`` and the last value seen, or at once when a process of ``alive`` has exited (with
+    what it wrote on stderr, when that is a pipe no one else reads). ``interval``: the pause
+    between probes (0: a probe that is itself the work, racing others, runs back to back)."""
     deadline = time.monotonic() + timeout
     while not (seen := probe()):
         for proc in alive:
-            assert proc.poll() is None, f"exited {proc.returncode} waiting for {what}"
+            if proc.poll() is not None:
+                raise AssertionError(f"{_ended(proc)} waiting for {what} (last: {seen!r})")
         assert time.monotonic() < deadline, f"timed out waiting for {what} (last: {seen!r})"
-        time.sleep(INTERVAL)
+        time.sleep(interval)
     return seen
+
+
+def _ended(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> str:
+    """How a process ended: its exit code and, when its stderr is an unread pipe, the end of it."""
+    said: str | bytes = ""
+    if proc.stderr is not None and not proc.stderr.closed:
+        try:
+            said = proc.communicate(timeout=10)[1] or ""
+        except (subprocess.TimeoutExpired, ValueError, OSError):  # its children hold the pipe
+            said = ""
+    text = said.decode(errors="replace") if isinstance(said, bytes) else said
+    tail = "\n".join(text.splitlines()[-20:])
+    return f"{proc.args!r} exited {proc.returncode}" + (f", saying:\n{tail}\n" if tail else "")
 
 
 async def until(

@@ -182,10 +182,15 @@ class Worker:
         ``executing``: DBOS launched, its queues polled, beating); fails at once if it ends."""
 
         def printed() -> str | None:
-            return next((line for line in self.lines if word in line), None)
+            ended = self.proc.poll() is not None
+            if ended:
+                self._reader.join(timeout=10)  # what it printed before it ended: all read
+            line = next((line for line in self.lines if word in line), None)
+            assert line is not None or not ended, f"it exited {self.proc.returncode}"
+            return line
 
         try:
-            return wait_for(printed, f"the worker to print {word!r}", timeout, alive=[self.proc])
+            return wait_for(printed, f"the worker to print {word!r}", timeout)
         except AssertionError as failed:
             said = "\n".join(self.lines[-20:])
             raise AssertionError(f"{failed}; it printed:\n{said}") from None

@@ -64,6 +64,8 @@ class HoldingServer(FakeOpenAIServer):
             return super()._answer(request, authorization)
         self.held.set()
         connection: socket.socket = handler.connection
+        # a peer playing a server that never answers, not a wait of the test's: it holds the
+        # request until the client hangs up or the test is over (bounded all the same)
         give_up = time.monotonic() + 2 * DEADLINE
         while not self.released.is_set() and time.monotonic() < give_up:
             readable, _, _ = select.select([connection], [], [], 0.05)
@@ -220,14 +222,9 @@ def explained(
         print("\n".join(log.read_text(encoding="utf-8").splitlines()[-200:]))
 
 
-def wait_for(event: threading.Event, what: str, procs: list[subprocess.Popen[str]]) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not event.wait(0.1):
-        for proc in procs:
-            if proc.poll() is not None:
-                _, errors = finish(proc)
-                raise AssertionError(f"{proc.args[1]} exited {proc.returncode}: {errors}")
-        assert time.monotonic() < deadline, f"{what} within {DEADLINE}s"
+def wait_set(event: threading.Event, what: str, procs: list[subprocess.Popen[str]]) -> None:
+    """Until ``event`` is set, while ``procs`` run."""
+    wait.wait_for(event.is_set, what, DEADLINE, alive=procs)
 
 
 def transcript(store: Store, server: FakeOpenAIServer, task_id: str) -> list[str]:
@@ -271,7 +268,7 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
     )
     worker = start(store, holding, procs, "worker")
     run = start(store, holding, procs, "run", "survey it", "-q")
-    wait_for(holding.held, "the worker's child reached the model", procs)
+    wait_set(holding.held, "the worker's child reached the model", procs)
     child = store.wait("running")
     assert child["executor"] == f"{socket.gethostname()}:{worker.pid}"
 
@@ -285,14 +282,11 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
     assert f"executor {child['executor']}" in cancel.stdout
     store.wait("cancelled")
     latency = time.monotonic() - asked
-    deadline = time.monotonic() + DEADLINE
-    while not holding.aborted and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait.wait_for(lambda: holding.aborted, "the worker to close the held model request", DEADLINE)
     kind = "postgres" if store.url else "sqlite"
-    aborted = holding.aborted[0] - asked if holding.aborted else float("nan")
+    aborted = holding.aborted[0] - asked
     print(f"\ncancel latency on {kind}: the command {answered:.2f}s, `cancelled` {latency:.2f}s, "
           f"the model request aborted {aborted:.2f}s after the command started")  # fmt: skip
-    assert holding.aborted, "the worker never closed the held model request"
 
     out, errors = finish(run)
     assert run.returncode == 0, errors
@@ -401,7 +395,7 @@ def test_sigterm_leaves_the_running_child_to_another_worker_that_finishes_it(
     )
     workers = [start(store, holding, procs, "worker") for _ in range(2)]
     run = start(store, holding, procs, "run", "survey it", "-q")
-    wait_for(holding.held, "a worker's child reached the model", procs)
+    wait_set(holding.held, "a worker's child reached the model", procs)
     child = store.wait("running")
     (first,) = [w for w in workers if child["executor"].endswith(f":{w.pid}")]
     (other,) = [w for w in workers if w is not first]
@@ -443,7 +437,7 @@ def test_sigterm_with_on_crash_lost_ends_the_child_lost(
     )
     worker = start(store, holding, procs, "worker")
     run = start(store, holding, procs, "run", "survey it", "-q")
-    wait_for(holding.held, "the worker's child reached the model", procs)
+    wait_set(holding.held, "the worker's child reached the model", procs)
     child = store.wait("running")
     code, errors = stop(worker, signal.SIGTERM)
     assert code == 0, errors

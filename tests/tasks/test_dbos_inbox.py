@@ -98,12 +98,13 @@ def test_takes_racing_sends_lose_nothing_and_take_nothing_twice(store_target: st
             for m in range(per_sender):
                 assert store.send("t_1", f"{n}:{m}") is not None
             return []
-        batches, take = [], 0
-        deadline = time.monotonic() + 60
-        while sum(len(b) for b in batches) < 3 * per_sender:
-            assert time.monotonic() < deadline, f"only {batches} were taken"
-            take += 1
-            batches.append(store.take_messages("t_1", 1, take)[0])
+        batches: list[list[str]] = []
+
+        def took_all() -> bool:
+            batches.append(store.take_messages("t_1", 1, len(batches) + 1)[0])
+            return sum(len(b) for b in batches) >= 3 * per_sender
+
+        wait.wait_for(took_all, f"all {3 * per_sender} messages taken", 60, interval=0)
         return batches
 
     batches = race(stores, work)[3]
@@ -223,15 +224,12 @@ SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name":
          "run_in_background": True}  # fmt: skip
 
 
-def wait_for(
+def wait_asked(
     server: FakeOpenAIServer, match: Any, procs: list[subprocess.Popen[str]], what: str
 ) -> None:
-    def seen() -> bool:
-        for proc in procs:
-            assert proc.poll() is None, proc.communicate()[1]
-        return any(match(r) for r in server.requests)
-
-    wait.wait_for(seen, f"{what}: {server}")
+    """Until the server was asked a request ``match`` accepts, while ``procs`` run."""
+    asked = lambda: any(match(r) for r in server.requests)  # noqa: E731
+    wait.wait_for(asked, f"{what}: {server}", alive=procs)
 
 
 def follow_up_script(
@@ -327,7 +325,7 @@ def test_a_follow_up_to_a_worker_s_child_is_its_second_prompt(
     run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
-        wait_for(server, agent_is("MAIN-AGENT", "Delivered to"), [run, worker], "never delivered")
+        wait_asked(server, agent_is("MAIN-AGENT", "Delivered to"), [run, worker], "never delivered")
     finally:
         first_answer.set()
     out, errors = run.communicate(timeout=120)
@@ -359,9 +357,9 @@ def test_a_worker_killed_in_the_child_s_second_prompt_is_resumed_with_the_messag
     run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
-        wait_for(server, agent_is("MAIN-AGENT", "Delivered to"), [run, first], "never delivered")
+        wait_asked(server, agent_is("MAIN-AGENT", "Delivered to"), [run, first], "never delivered")
         first_answer.set()
-        wait_for(server, agent_is("EXPLORE-AGENT", "Also count"), [run, first], "no 2nd prompt")
+        wait_asked(server, agent_is("EXPLORE-AGENT", "Also count"), [run, first], "no 2nd prompt")
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=30)
         resumer = launch(project, server, store_url, "worker")
@@ -417,8 +415,8 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
     run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
-        wait_for(server, agent_is("MAIN-AGENT", "Interrupting"), [run, worker], "no interrupt")
-        wait_for(server, agent_is("EXPLORE-AGENT", "Survey the"), [run, worker], "no child")
+        wait_asked(server, agent_is("MAIN-AGENT", "Interrupting"), [run, worker], "no interrupt")
+        wait_asked(server, agent_is("EXPLORE-AGENT", "Survey the"), [run, worker], "no child")
     finally:
         answered.set()
     out, errors = run.communicate(timeout=120)

@@ -13,6 +13,7 @@ version's children are put in the store and on their queues as an older kernos l
 from __future__ import annotations
 
 import signal
+import socket
 import sqlite3
 import subprocess
 import threading
@@ -193,6 +194,23 @@ def wait_workflow(store: Store, task_id: str, status: str) -> None:
     )
 
 
+def beats(tasks: TaskStore, worker: subprocess.Popen[str], count: int) -> None:
+    """Until ``worker`` has beaten ``count`` more times: it writes its beat first, then
+    (holding the reaper's lease) reaps and sweeps, so ``count`` beats span ``count - 1``
+    sweeps begun and ended since this call."""
+    executor = f"{socket.gethostname()}:{worker.pid}"
+    query = "SELECT beat_at FROM task_executors WHERE id = ?"
+    seen: list[float] = []
+
+    def beaten() -> bool:
+        (row,) = tasks.store.query(query, (executor,))
+        if not seen or row["beat_at"] != seen[-1]:
+            seen.append(row["beat_at"])
+        return len(seen) > count
+
+    wait_for(beaten, f"{count} more beats of {executor}", DEADLINE, alive=[worker])
+
+
 def lost_events(tasks: TaskStore, task_id: str) -> list[dict[str, Any]]:
     return [e for e in tasks.events(task_id) if e["payload"].get("to") == "lost"]
 
@@ -336,7 +354,7 @@ def test_a_child_of_an_older_kernos_is_left_alone_while_a_live_executor_may_run_
     old_child(store, tasks, "t_ended001", OLD)
     cancel_workflow(store, "t_ended001")
     wait_row(store, "t_ended001", "lost")  # after the grace, seen by every sweep since
-    time.sleep(1.0)  # two more beats, two more sweeps
+    beats(tasks, worker, 3)  # two more sweeps, each whole (a beat begins with its write)
     rows = {r["id"]: r for r in store.rows()}
     assert rows["t_waits001"]["status"] == "pending", rows
     assert store.workflow("t_waits001") == "ENQUEUED"
