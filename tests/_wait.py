@@ -8,9 +8,17 @@ import inspect
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Alive(Protocol):
+    """A process a wait watches: a :class:`subprocess.Popen`, or one with an ``explain()`` that
+    says how it ended (``tests.conftest.Worker``: its stderr is read on a thread)."""
+
+    def poll(self) -> int | None: ...
+
 
 #: how long a wait lasts by default: long, for a loaded machine launching DBOS (a wait that
 #: succeeds ends at once, so only a failing test pays it)
@@ -24,7 +32,7 @@ def wait_for(
     what: str,
     timeout: float = TIMEOUT,
     *,
-    alive: Sequence[subprocess.Popen[str]] | Sequence[subprocess.Popen[bytes]] = (),
+    alive: Sequence[Alive] = (),
     interval: float = INTERVAL,
 ) -> T:
     """``probe()`` once it returns something truthy; fails after ``timeout`` seconds naming
@@ -41,8 +49,12 @@ def wait_for(
     return seen
 
 
-def _ended(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> str:
+def _ended(proc: Alive) -> str:
     """How a process ended: its exit code and, when its stderr is an unread pipe, the end of it."""
+    explain = getattr(proc, "explain", None)
+    if explain is not None:
+        return str(explain())
+    assert isinstance(proc, subprocess.Popen)
     said: str | bytes = ""
     if proc.stderr is not None and not proc.stderr.closed:
         try:

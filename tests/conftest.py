@@ -198,6 +198,15 @@ class Worker:
     def send_signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
 
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def explain(self) -> str:
+        """How it ended (for a wait that watched it): its exit code and what it printed last."""
+        self._reader.join(timeout=10)
+        said = "\n".join(self.lines[-20:])
+        return f"kernos worker (pid {self.pid}) exited {self.proc.returncode}, saying:\n{said}\n"
+
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 60.0) -> list[str]:
         """Send ``signum`` (unless it has ended), wait for it to end: every line it printed."""
         if self.proc.poll() is None:

@@ -12,13 +12,15 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, last, messages, text_of
-from test_dbos import start
+from test_dbos import env, start
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, Store, load_config
 from kernos.tasks import TaskManager
@@ -334,6 +336,7 @@ def kill_the_child_s_worker(
     project: Path,
     server: FakeOpenAIServer,
     procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
     reader: Reader,
     *,
     background: bool,
@@ -377,8 +380,7 @@ def kill_the_child_s_worker(
     else:  # the task call's answer: the grandchild's result
         script.append(text("Survey done: 7 tests.", when=agent_is("EXPLORE-AGENT", "7 tests.")))
     server.script(*script)
-    first = start(project, server, "worker", "--models", "openai-chat:test")
-    procs.append(first)
+    first = worker(project, env(project, server), "--models", "openai-chat:test")
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     try:
@@ -390,14 +392,12 @@ def kill_the_child_s_worker(
         else:
             # the task call waits for the grandchild once its workflow is queued
             wait.wait_for(lambda: queued(reader, project, count["id"]), "the grandchild queued")
-        first.send_signal(stop)
-        first.communicate(timeout=30)
+        first.stop(stop, timeout=30)
         (child,) = rows(reader, 1)
         assert child["status"] == "running" and count["parent_session"] == child["child_session"]
-        second = start(project, server, "worker", *(["--models", "openai-chat:test"] * split))
-        procs.append(second)
+        second = worker(project, env(project, server), *(["--models", "openai-chat:test"] * split))
         if split:
-            procs.append(start(project, server, "worker", "--models", "openai-chat:quick"))
+            worker(project, env(project, server), "--models", "openai-chat:quick")
         if background:
             wait.wait_for(lambda: inbox(reader, child["id"]), "the notice in the child's inbox")
             released.set()
@@ -447,6 +447,7 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     split: bool,
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
+    worker: Callable[..., Worker],
 ) -> None:
     """With SIGTERM the worker leaves: the child stops to be resumed elsewhere, and its queued
     grandchild is left queued for it (not cancelled with the child's turn). The background case
@@ -458,7 +459,7 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     reader = Reader(project, url)
     try:
         _, child, count = kill_the_child_s_worker(
-            project, server, procs, reader, background=background, stop=stop, split=split
+            project, server, procs, worker, reader, background=background, stop=stop, split=split
         )
         check_one_grandchild_and_one_notice_each(server, reader, background, child, count)
     finally:

@@ -7,14 +7,16 @@ import asyncio
 import signal
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, last, text_of
-from test_dbos import start, use_dbos, wait_row
+from test_dbos import env, start, use_dbos, wait_row
 from test_dbos_steps import CONFIG, PROBE, transcript_and_turns
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, Store, history_from_turns, load_config
 from kernos.runtime._store._store import _RUNTIME_MIGRATIONS
@@ -83,7 +85,10 @@ def test_the_key_migrations_apply_to_an_existing_store_file(tmp_path: Path) -> N
 # -- a resumed run's turns, real processes -----------------------------------------------------
 @pytest.mark.slow
 def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_history(
-    project: Path, server: FakeOpenAIServer, procs: list[Any]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[Any],
+    worker: Callable[..., Worker],
 ) -> None:
     """``kernos run`` runs its own child; the parent's ``task_send`` gives the child a second
     prompt; the run is killed while that prompt's request is in flight; a worker resumes the
@@ -129,8 +134,7 @@ def test_a_run_killed_in_its_second_prompt_resumes_without_doubling_the_child_s_
         run.communicate(timeout=30)
     finally:
         second_request.set()
-    worker = start(project, server, "worker")
-    procs.append(worker)
+    worker(project, env(project, server))
     task = wait_row(project, "completed")
     assert task["final_text"] == "12 tests."  # the follow-up survived the crash
     events, turns = transcript_and_turns(project, task)
