@@ -176,6 +176,7 @@ class Worker:
         with contextlib.suppress(ValueError, OSError):
             for line in self.proc.stderr:
                 self.lines.append(line.rstrip("\n"))
+            self.proc.stderr.close()  # its end: every line is read
 
     def wait_line(self, word: str, timeout: float = TIMEOUT) -> str:
         """The first line it printed that contains ``word``, once it has (its start line says
