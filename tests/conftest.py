@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -24,6 +25,10 @@ from ._wait import TIMEOUT, wait_for
 
 #: the processes a test started (the ``procs`` fixture's list), on the test's node
 _STARTED = pytest.StashKey[list["subprocess.Popen[str]"]]()
+#: the thread that reads each :class:`Worker`'s stderr, by its process
+_READ: weakref.WeakKeyDictionary[subprocess.Popen[str], threading.Thread] = (
+    weakref.WeakKeyDictionary()
+)
 
 KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-defined]
 
@@ -138,11 +143,15 @@ def stop_processes(started: list[subprocess.Popen[str]], timeout: float = 30.0) 
     for proc in running:
         proc.send_signal(signal.SIGTERM)
     for proc in running:
+        reader = _READ.get(proc)  # a Worker's thread reads its pipe: no one else may
+        end = proc.communicate if reader is None else proc.wait
         try:
-            proc.communicate(timeout=timeout)
+            end(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            end()
+        if reader is not None:
+            reader.join(timeout=timeout)
 
 
 @pytest.fixture(
@@ -165,6 +174,7 @@ class Worker:
         self.lines: list[str] = []  # what it printed on stderr so far
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        _READ[proc] = self._reader
 
     @property
     def pid(self) -> int:

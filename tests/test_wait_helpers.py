@@ -69,3 +69,11 @@ def test_a_worker_s_lines_are_read_as_it_prints_them_and_all_are_kept(
     assert talking.wait_line("ready") == "ready b"
     assert talking.stop() == ["a", "ready b"]
     assert talking.proc.returncode == -15
+
+
+def test_a_worker_the_test_leaves_running_is_stopped_after_it_its_pipe_read_by_one_reader(
+    worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    script = "import signal, sys\nprint('up', file=sys.stderr, flush=True)\nsignal.pause()\n"
+    left = worker(tmp_path, {}, command=[sys.executable, "-c", script])
+    left.wait_line("up")  # the ``procs`` fixture stops it (SIGTERM, waited for)
