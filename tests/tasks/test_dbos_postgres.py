@@ -85,13 +85,12 @@ def three_workers_fan_out(
     counting: CountingServer,
     store_url: str,
     worker: Callable[..., Worker],
-    command: Callable[[int], list[str]] = lambda n: [KERNOS, "worker"],
+    command: Callable[[int], list[str]] | None = None,
 ) -> tuple[list[Worker], list[dict[str, Any]]]:
-    """Three workers (the ``worker`` fixture; ``command(n)`` runs the n-th) and one ``kernos
-    run`` with ``run_executes = false`` spawn and run 12 background children at concurrency 2;
-    checks the limit held, every child completed on a worker and the parent got each notice
-    once. Returns
-    the (stopped) workers and the ``tasks list --json`` rows."""
+    """Three workers (the ``worker`` fixture; ``command(n)``, if given, runs the n-th) and one
+    ``kernos run`` with ``run_executes = false`` spawn and run 12 background children at
+    concurrency 2; checks the limit held, every child completed on a worker and the parent got
+    each notice once. Returns the (stopped) workers and the ``tasks list --json`` rows."""
     path = project / "kernos.toml"
     config = path.read_text(encoding="utf-8").replace("concurrency = 5", "concurrency = 2")
     path.write_text(config + "run_executes = false\nheartbeat = 0.5\n", encoding="utf-8")
@@ -106,7 +105,7 @@ def three_workers_fan_out(
     env = {**os.environ, **counting.env(), "KERNOS_HOME": str(project / ".kernos"),
            "KERNOS_STORE_URL": store_url}  # fmt: skip
     env.pop("KERNOS_TASK_ENGINE", None)  # auto: DBOS, since the store is PostgreSQL
-    workers = [worker(project, env, command=command(n)) for n in range(3)]
+    workers = [worker(project, env, command=command and command(n)) for n in range(3)]
     try:
         run = subprocess.run(
             [KERNOS, "run", "fan out", "-q"], cwd=project, env=env, capture_output=True,
