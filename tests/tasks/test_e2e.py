@@ -93,7 +93,11 @@ async def test_padded_background_batch_of_two_runs_both_and_wakes_the_parent_onc
         text("Both in.", when=agent_is("MAIN-AGENT", "task completion")),
     )
     manager = TaskManager(runtime)
-    both_noticed = lambda: session.pending_messages >= 2  # noqa: E731
+
+    def both_noticed() -> bool:  # notices of one loop turn are queued as one message
+        ended = [r.status == "completed" for r in manager.children(session)]
+        return ended == [True, True] and session.pending_messages >= 1
+
     session = runtime.session("main", tools=[busy_tool(both_noticed, "both children's notices")])
     session.add_tools(manager.tools_for(session))
     final = await manager.drive(session, "fan out")
