@@ -93,6 +93,7 @@ def _end_processes(namespace: str) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
+        # a teardown's escalation, not a wait that fails: what outlives it gets the next signal
         deadline = time.monotonic() + wait
         while pids and time.monotonic() < deadline:
             pids = [p for p in pids if _alive(p)]

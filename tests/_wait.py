@@ -8,9 +8,17 @@ import inspect
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Alive(Protocol):
+    """A process a wait watches: a :class:`subprocess.Popen`, or one with an ``explain()`` that
+    says how it ended (``tests.conftest.Worker``: its stderr is read on a thread)."""
+
+    def poll(self) -> int | None: ...
+
 
 #: how long a wait lasts by default: long, for a loaded machine launching DBOS (a wait that
 #: succeeds ends at once, so only a failing test pays it)
@@ -24,17 +32,38 @@ def wait_for(
     what: str,
     timeout: float = TIMEOUT,
     *,
-    alive: Sequence[subprocess.Popen[str]] | Sequence[subprocess.Popen[bytes]] = (),
+    alive: Sequence[Alive] = (),
+    interval: float = INTERVAL,
 ) -> T:
     """``probe()`` once it returns something truthy; fails after ``timeout`` seconds naming
-    ``what`` and the last value seen, or at once when a process of ``alive`` has exited."""
+    ``what`` and the last value seen, or at once when a process of ``alive`` has exited (with
+    what it wrote on stderr, when that is a pipe no one else reads). ``interval``: the pause
+    between probes (0: a probe that is itself the work, racing others, runs back to back)."""
     deadline = time.monotonic() + timeout
     while not (seen := probe()):
         for proc in alive:
-            assert proc.poll() is None, f"exited {proc.returncode} waiting for {what}"
+            if proc.poll() is not None:
+                raise AssertionError(f"{_ended(proc)} waiting for {what} (last: {seen!r})")
         assert time.monotonic() < deadline, f"timed out waiting for {what} (last: {seen!r})"
-        time.sleep(INTERVAL)
+        time.sleep(interval)
     return seen
+
+
+def _ended(proc: Alive) -> str:
+    """How a process ended: its exit code and, when its stderr is an unread pipe, the end of it."""
+    explain = getattr(proc, "explain", None)
+    if explain is not None:
+        return str(explain())
+    assert isinstance(proc, subprocess.Popen)
+    said: str | bytes = ""
+    if proc.stderr is not None and not proc.stderr.closed:
+        try:
+            said = proc.communicate(timeout=10)[1] or ""
+        except (subprocess.TimeoutExpired, ValueError, OSError):  # its children hold the pipe
+            said = ""
+    text = said.decode(errors="replace") if isinstance(said, bytes) else said
+    tail = "\n".join(text.splitlines()[-20:])
+    return f"{proc.args!r} exited {proc.returncode}" + (f", saying:\n{tail}\n" if tail else "")
 
 
 async def until(

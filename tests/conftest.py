@@ -1,14 +1,18 @@
 """Shared fixtures: a scripted local OpenAI-compatible server, an isolated kernos home, one
-throw-away PostgreSQL for the session (``postgres_url``, ``fresh_postgres_url``) and the processes
-a test starts (``procs``: ``kernos worker``, ``kernos run``), stopped before its database goes."""
+throw-away PostgreSQL for the session (``postgres_url``, ``fresh_postgres_url``), the processes
+a test starts (``procs``: ``kernos worker``, ``kernos run``), stopped before its database goes,
+and ``worker``: how a test starts a ``kernos worker``, reads what it says and stops it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,9 +21,14 @@ from kernos.runtime import forget_secrets
 from kernos.testing import FakeOpenAIServer
 
 from ._postgres import PostgresServer, create_database, drop_database, postgres_missing
+from ._wait import TIMEOUT, wait_for
 
 #: the processes a test started (the ``procs`` fixture's list), on the test's node
 _STARTED = pytest.StashKey[list["subprocess.Popen[str]"]]()
+#: the thread that reads each :class:`Worker`'s stderr, by its process
+_READ: weakref.WeakKeyDictionary[subprocess.Popen[str], threading.Thread] = (
+    weakref.WeakKeyDictionary()
+)
 
 KERNOS = str(Path(os.sys.executable).with_name("kernos"))  # type: ignore[attr-defined]
 
@@ -134,11 +143,15 @@ def stop_processes(started: list[subprocess.Popen[str]], timeout: float = 30.0) 
     for proc in running:
         proc.send_signal(signal.SIGTERM)
     for proc in running:
+        reader = _READ.get(proc)  # a Worker's thread reads its pipe: no one else may
+        end = proc.communicate if reader is None else proc.wait
         try:
-            proc.communicate(timeout=timeout)
+            end(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            end()
+        if reader is not None:
+            reader.join(timeout=timeout)
 
 
 @pytest.fixture(
@@ -150,3 +163,93 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "kernos.db")
     return str(request.getfixturevalue("fresh_postgres_url"))
+
+
+class Worker:
+    """A ``kernos worker`` a test started (see the ``worker`` fixture): its stderr is read line
+    by line on a thread, so its pipe never fills and a test waits for a line it prints."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []  # what it printed on stderr so far
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        _READ[proc] = self._reader
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        # the pipe is closed under it when ``procs`` reaps a worker the test left running
+        with contextlib.suppress(ValueError, OSError):
+            for line in self.proc.stderr:
+                self.lines.append(line.rstrip("\n"))
+            self.proc.stderr.close()  # its end: every line is read
+
+    def wait_line(self, word: str, timeout: float = TIMEOUT) -> str:
+        """The first line it printed that contains ``word``, once it has (its start line says
+        ``executing``: DBOS launched, its queues polled, beating); fails at once if it ends."""
+
+        def printed() -> str | None:
+            ended = self.proc.poll() is not None
+            if ended:
+                self._reader.join(timeout=10)  # what it printed before it ended: all read
+            line = next((line for line in self.lines if word in line), None)
+            assert line is not None or not ended, f"it exited {self.proc.returncode}"
+            return line
+
+        try:
+            return wait_for(printed, f"the worker to print {word!r}", timeout)
+        except AssertionError as failed:
+            said = "\n".join(self.lines[-20:])
+            raise AssertionError(f"{failed}; it printed:\n{said}") from None
+
+    def send_signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def explain(self) -> str:
+        """How it ended (for a wait that watched it): its exit code and what it printed last."""
+        self._reader.join(timeout=10)
+        said = "\n".join(self.lines[-20:])
+        return f"kernos worker (pid {self.pid}) exited {self.proc.returncode}, saying:\n{said}\n"
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 60.0) -> list[str]:
+        """Send ``signum`` (unless it has ended), wait for it to end: every line it printed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"the worker did not end within {timeout} s of {signum}") from None
+        self._reader.join(timeout=timeout)  # the pipe's end: every line is read
+        return list(self.lines)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash; returns once it has ended."""
+        self.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def worker(procs: list[subprocess.Popen[str]]) -> Callable[..., Worker]:
+    """Start a ``kernos worker``: ``worker(cwd, env, *args)`` (``command=`` another way to run
+    it, e.g. in a network namespace). It is on ``procs``: stopped after the test, if the test
+    did not :meth:`Worker.stop` it."""
+
+    def start(
+        cwd: Path, env: Mapping[str, str], *args: str, command: Sequence[str] | None = None
+    ) -> Worker:
+        proc = subprocess.Popen(
+            [*command] if command is not None else [KERNOS, "worker", *args],
+            cwd=cwd, env=dict(env), stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        procs.append(proc)
+        return Worker(proc)
+
+    return start

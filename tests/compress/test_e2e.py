@@ -17,6 +17,7 @@ from kernos.compress import FileReport, Loss, Status, _turns, compress_files, me
 from kernos.runtime import ReplayModel, Runtime
 from kernos.runtime._config._config import Config
 from kernos.testing import FakeOpenAIServer, text
+from tests._wait import until
 from tests.compress.conftest import (
     MODEL,
     approve,
@@ -298,8 +299,14 @@ async def test_stop_aborts_sessions_in_flight_and_cancels_the_rest(
     paths = scripted_files(server, workdir, 3)
     originals = [p.read_text() for p in paths]
     stop = asyncio.Event()
-    asyncio.get_running_loop().call_later(0.1, stop.set)
+
+    async def stop_in_flight() -> None:  # the first file's request asked, not yet answered
+        await until(lambda: server.requests, "the first file's request")
+        stop.set()
+
+    stopping = asyncio.ensure_future(stop_in_flight())
     reports = await run(paths, in_place=True, agents=1, stop=stop)
+    await stopping
     assert [(r.status, r.error) for r in reports] == [
         (Status.CANCELLED, "interrupted before it finished"),
         (Status.CANCELLED, "interrupted before it started"),
@@ -316,7 +323,7 @@ async def test_cancelling_the_caller_cancels_every_file(
     source = source_file(workdir)
     openai_env.script(*approving_agent("p.md", DRAFT))
     task = asyncio.create_task(run([source], in_place=True))
-    await asyncio.sleep(0.1)
+    await until(lambda: openai_env.requests, "the file's request")  # in flight: answered at 0.3 s
     task.cancel()
     try:
         await task

@@ -43,7 +43,7 @@ KILLED_WRITER = textwrap.dedent("""
 
     def stall(fd):
         print("writing", flush=True)
-        time.sleep(120)
+        time.sleep(120)  # a write that stalls (the test kills it): not a wait
 
     os.fsync = stall
     atomic_write(Path(sys.argv[1]), "half of a new text")

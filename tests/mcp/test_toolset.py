@@ -12,6 +12,7 @@ import pytest
 from kernos.boundary import call_tool
 from kernos.runtime import ConfigError, McpServerConfig, load_config
 from kernos.tools import McpServerError, McpServers, McpToolset, mcp_tool_name
+from tests._wait import until
 from tests.mcp.conftest import RECORDER, recorded
 
 
@@ -184,12 +185,8 @@ async def test_stop_during_a_start_does_not_wait_out_the_start_timeout() -> None
         "hang", McpServerConfig(command=sys.executable, args=["-c", hang], timeout=600)
     )
     listing = asyncio.ensure_future(toolset.tools())
-    for _ in range(600):
-        if [p for p in psutil.Process().children() if hang in " ".join(p.cmdline())]:
-            break
-        await asyncio.sleep(0.05)
-    children = [p for p in psutil.Process().children() if hang in " ".join(p.cmdline())]
-    assert children
+    started = lambda: [p for p in psutil.Process().children() if hang in " ".join(p.cmdline())]  # noqa: E731
+    children = await until(started, "the server process to start")
     await toolset.stop()  # with a 600 s start timeout, only a cancelled start returns in time
     with pytest.raises(McpServerError, match="did not start"):
         await listing

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,44 +163,45 @@ def test_the_task_and_team_tools_are_shown_with_their_rule(tmp_path: Path) -> No
     assert document["rules"]["main"]["team_wait"] == "allow"
 
 
-def test_deny_task_means_a_child_cannot_spawn(server: FakeOpenAIServer, tmp_path: Path) -> None:
-    from tests._agents import CONFIG, agent_is
+def delegate(
+    server: FakeOpenAIServer, project: Path, grant: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kernos run delegate`` in ``project``: the main agent spawns an explore child (``task``
+    with ``grant`` added to its arguments), which answers; the first request of each."""
+    from tests._agents import agent_is
 
-    (tmp_path / "kernos.toml").write_text(
-        CONFIG + '\n[tasks]\nmax_depth = 2\n\n[agents.explore.permissions]\ndeny = ["task"]\n'
-    )
-    spawn = {"prompt": "Survey.", "subagent_type": "explore", "name": "survey"}
+    spawn = {"prompt": "Survey.", "subagent_type": "explore", "name": "survey", **grant}
     server.script(
         tool_call("task", spawn, when=agent_is("MAIN-AGENT", "delegate")),
         text("Surveyed.", when=agent_is("EXPLORE-AGENT")),
         text("Done.", when=agent_is("MAIN-AGENT", "Surveyed.")),
     )
-    run = kernos("run", "delegate", cwd=tmp_path, env=server.env())
+    run = kernos("run", "delegate", cwd=project, env=server.env())
     assert run.returncode == 0, run.stderr
     parent = next(r for r in server.requests if agent_is("MAIN-AGENT")(r))
     child = next(r for r in server.requests if agent_is("EXPLORE-AGENT")(r))
+    return parent, child
+
+
+def test_deny_task_means_a_child_cannot_spawn(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    from tests._agents import CONFIG
+
+    (tmp_path / "kernos.toml").write_text(
+        CONFIG + '\n[tasks]\nmax_depth = 2\n\n[agents.explore.permissions]\ndeny = ["task"]\n'
+    )
+    parent, child = delegate(server, tmp_path, {})
     assert "task" in offered(parent)
     assert "task" not in offered(child)  # its own agent's table denies it: it cannot spawn
     assert "task_output" in offered(child)  # max_depth 2: the child has the task tools
 
 
 def test_a_child_is_ruled_by_its_own_agents_table(server: FakeOpenAIServer, tmp_path: Path) -> None:
-    from tests._agents import CONFIG, agent_is
+    from tests._agents import CONFIG
 
     (tmp_path / "kernos.toml").write_text(
         CONFIG + '\n[agents.explore.permissions]\ndeny = ["search_files", "list_files"]\n'
     )
-    spawn = {"prompt": "Survey.", "subagent_type": "explore", "name": "survey",
-             "tools": ["search_files"]}  # fmt: skip
-    server.script(
-        tool_call("task", spawn, when=agent_is("MAIN-AGENT", "delegate")),
-        text("Surveyed.", when=agent_is("EXPLORE-AGENT")),
-        text("Done.", when=agent_is("MAIN-AGENT", "Surveyed.")),
-    )
-    run = kernos("run", "delegate", cwd=tmp_path, env=server.env())
-    assert run.returncode == 0, run.stderr
-    parent = next(r for r in server.requests if agent_is("MAIN-AGENT")(r))
-    child = next(r for r in server.requests if agent_is("EXPLORE-AGENT")(r))
+    parent, child = delegate(server, tmp_path, {"tools": ["search_files"]})
     assert {"search_files", "list_files"} <= offered(parent)
     assert not offered(child) & {"search_files", "list_files"}  # even when the parent grants it
     assert "read_file" in offered(child)

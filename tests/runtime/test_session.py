@@ -150,7 +150,7 @@ async def test_messages_queued_during_a_run_are_one_batched_next_turn(
 async def test_wait_for_messages_wakes_an_idle_session(openai_env: FakeOpenAIServer) -> None:
     session = make_session()
     waiter = asyncio.create_task(session.wait_for_messages())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the waiter waits
     assert not waiter.done()
     session.inject("wake up")
     await asyncio.wait_for(waiter, 2)
@@ -197,17 +197,19 @@ async def test_serve_delivers_late_messages_until_watchers_are_done(
 
         def __init__(self) -> None:
             self.done = asyncio.Event()
+            self.waited = asyncio.Event()  # serve waits for it: the first prompt is over
 
         def outstanding(self) -> bool:
             return not self.done.is_set()
 
         async def wait_change(self) -> None:
+            self.waited.set()
             await self.done.wait()
 
     child = Child()
 
     async def finish_later() -> None:
-        await asyncio.sleep(0.05)
+        await child.waited.wait()
         session.inject("child finished")
         child.done.set()
 

@@ -121,12 +121,8 @@ def test_a_write_left_by_a_finished_loop_does_not_stall_the_next_loop(store_targ
         store.record_turn("s_5", "main", "user", text)
 
     async def next_loop() -> None:
-        await buffered("second")
-        await asyncio.sleep(0.05)  # a few loop turns: the commit is scheduled on this loop
-        for _ in range(200):
-            if count_turns(path, "s_5") == 2:
-                return
-            await asyncio.sleep(0.05)
+        await buffered("second")  # its commit is scheduled on this loop, and the first's too
+        await wait.until(lambda: count_turns(path, "s_5") == 2, "both turns committed", 10)
 
     first = asyncio.new_event_loop()  # a loop that stops before the commit's turn comes
     first.call_soon(store.record_turn, "s_5", "main", "user", "first")

@@ -13,6 +13,7 @@ from kernos.boundary import ToolContext, ToolError, ToolSpec, call_tool
 from kernos.runtime import BaseToolset, Runtime, StaticToolset, Toolset, load_config
 from kernos.runtime._session._toolset import KernosToolset
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests._wait import until
 from tests.cli.test_run import kernos
 
 
@@ -142,12 +143,15 @@ async def test_agent_session_closes_every_toolset_on_error_and_cancels_on_cancel
     assert log == ["close b", "close a"]
     log.clear()
 
+    entered = asyncio.Event()
+
     async def body() -> None:
         async with agent_session(runtime, toolsets=factories):
+            entered.set()
             await asyncio.Event().wait()
 
     task = asyncio.ensure_future(body())
-    await asyncio.sleep(0)
+    await until(entered.is_set, "the body inside its session")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

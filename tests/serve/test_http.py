@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from kernos.testing import FakeOpenAIServer, text
-from tests._wait import wait_for
+from tests._wait import until, wait_for
 from tests.serve.conftest import server_command, server_env
 from tests.serve.test_stdio import ERAS, IDS, XOR, only_text, statuses
 from tests.tasks.tasks_helpers import S1, agent_is
@@ -123,18 +123,12 @@ async def test_closing_the_response_stream_cancels_the_foreground_child(
         transport = streamable_http_client(http_server, http_client=http)
         async with http, Client(transport, mode=ERAS[1]) as c:
             running = asyncio.ensure_future(c.call_tool("task", call))
-            for _ in range(400):
-                if statuses(project):
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: statuses(project), "the child recorded")
             running.cancel()  # 2026-07-28 over HTTP: the client closes the response stream
             with pytest.raises(asyncio.CancelledError):
                 await running
             (task_id,) = statuses(project)
-            for _ in range(200):
-                if statuses(project)[task_id] == "cancelled":
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: statuses(project)[task_id] == "cancelled", "the child cancelled")
             assert statuses(project) == {task_id: "cancelled"}
             assert IDS.fullmatch(task_id)
     finally:

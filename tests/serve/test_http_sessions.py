@@ -13,10 +13,10 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2
 import psutil
@@ -26,14 +26,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 from kernos._serve import hide_session_ids, session_tag
 from kernos.testing import FakeOpenAIServer, text
-from tests import _wait as wait
+from tests._wait import wait_for
 from tests.mcp.conftest import RECORDER, toml_str
 from tests.serve.conftest import server_command, server_env
 from tests.serve.test_http import ACCEPT, INIT, free_port
 from tests.serve.test_stdio import ERAS, only_text, statuses
 from tests.tasks.tasks_helpers import agent_is
-
-T = TypeVar("T")
 
 SESSION_ERA = "2025-11-25"
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -116,11 +114,6 @@ def serve(project: Path, model: FakeOpenAIServer, *args: str) -> Iterator[Served
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # whatever is left of its group
             stderr.close()
-
-
-def wait_for(probe: Callable[[], T], what: str, timeout: float = 60.0) -> T:
-    """``probe()`` once it is truthy; fails after ``timeout`` s with what it last returned."""
-    return wait.wait_for(probe, what, timeout)
 
 
 # -- raw session-era requests ----------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -65,11 +65,6 @@ async def read_text(client: Client, uri: str) -> str:
     return content.text
 
 
-async def wait_for(condition: Callable[[], object], what: str) -> None:
-    """Wait (polling, bounded) until ``condition()`` is true."""
-    await wait.until(condition, what)
-
-
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_task_is_a_resource_listed_read_and_updated_when_subscribed(
     project: Path, server: FakeOpenAIServer, transport: str, request: pytest.FixtureRequest
@@ -104,7 +99,7 @@ async def test_a_task_is_a_resource_listed_read_and_updated_when_subscribed(
                 warnings.simplefilter("ignore")
                 await client.subscribe_resource(uri)
             release.set()
-            await wait_for(lambda: uri in updates, "notifications/resources/updated")
+            await wait.until(lambda: uri in updates, "notifications/resources/updated")
 
             async def completed() -> str | None:  # an update may come before the last event
                 text = await read_text(client, uri)

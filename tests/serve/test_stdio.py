@@ -18,6 +18,7 @@ from mcp_types import CallToolResult
 from kernos.runtime import Store
 from kernos.tasks import TaskStore
 from kernos.testing import FakeOpenAIServer, text
+from tests._wait import until
 from tests.serve.conftest import KERNOS, server_env
 from tests.tasks.tasks_helpers import S1, agent_is
 
@@ -107,11 +108,12 @@ async def test_foreground_wait_expiry_answers_still_running_then_the_notice_come
         assert f'task_output(task_id="{task_id}")' in said
         assert progress and progress[0][1] is not None  # the token was honoured while waiting
         release.set()
-        for _ in range(200):  # the child finishes on its own; the next result carries its notice
-            result = only_text(await client.call_tool("task_output", {"task_id": task_id}))
-            if "task completion" in result:
-                break
-            await asyncio.sleep(0.05)
+
+        async def output() -> str | None:  # the child finishes on its own; the next result
+            said = only_text(await client.call_tool("task_output", {"task_id": task_id}))
+            return said if "task completion" in said else None  # carries its notice
+
+        result = await until(output, "the notice in task_output")
         assert result.startswith(f"{task_id} completed")
         assert f"task completion name:- id:{task_id} status:completed" in result
         assert 'result: "slow answer"' in result
@@ -127,21 +129,17 @@ async def test_cancelling_a_foreground_task_call_cancels_the_child(
     try:
         async with connect(project, server) as client:
             running = asyncio.ensure_future(client.call_tool("task", call))
-            for _ in range(400):
-                if statuses(project):
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: statuses(project), "the child recorded")
             running.cancel()  # the SDK sends notifications/cancelled for the request
             with pytest.raises(asyncio.CancelledError):
                 await running
             (task_id,) = statuses(project)
-            listing = ""
-            for _ in range(200):
+
+            async def cancelled() -> bool:
                 listing = only_text(await client.call_tool("task_output", {"task_id": task_id}))
-                if listing.startswith(f"{task_id} cancelled"):
-                    break
-                await asyncio.sleep(0.05)
-            assert listing.startswith(f"{task_id} cancelled")
+                return listing.startswith(f"{task_id} cancelled")
+
+            await until(cancelled, "task_output to say cancelled")
     finally:
         release.set()
     assert statuses(project) == {task_id: "cancelled"}

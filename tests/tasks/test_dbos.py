@@ -4,7 +4,6 @@ processes, the model a local OpenAI-compatible server."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 from tasks_helpers import agent_is, last, text_of, user_texts
 from tests._wait import wait_for
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -98,7 +98,10 @@ async def test_a_resubmitted_spawn_runs_once(project: Path, server: FakeOpenAISe
 
 @pytest.mark.slow
 def test_a_worker_runs_a_run_s_child_and_the_parent_gets_one_notice(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     use_dbos(project, run_executes="false")
     server.script(
@@ -107,8 +110,7 @@ def test_a_worker_runs_a_run_s_child_and_the_parent_gets_one_notice(
         text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT")),
         text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    worker = start(project, server, "worker")
-    procs.append(worker)
+    executing = worker(project, env(project, server))
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     out, errors = run.communicate(timeout=120)
@@ -117,27 +119,27 @@ def test_a_worker_runs_a_run_s_child_and_the_parent_gets_one_notice(
     task = row(project, "completed")
     assert task is not None
     # the run did not execute it: the worker did, and the store says so
-    assert task["executor"] == f"{socket.gethostname()}:{worker.pid}"
+    assert task["executor"] == f"{socket.gethostname()}:{executing.pid}"
     notices = [t for t in user_texts(server, "MAIN-AGENT") if "task completion" in t]
     assert len(notices) == 1 and notices[0].count(f"id:{task['id']} ") == 1
     shown = subprocess.run(
         [KERNOS, "tasks", "show", task["id"]], cwd=project, env=env(project, server),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert f"executor: {socket.gethostname()}:{worker.pid} (dbos engine)" in shown.stdout
+    assert f"executor: {socket.gethostname()}:{executing.pid} (dbos engine)" in shown.stdout
 
 
 def kill_9_mid_child_resumes_elsewhere(
     project: Path,
     server: FakeOpenAIServer,
     procs: list[subprocess.Popen[str]],
-    start_worker: Callable[[], subprocess.Popen[str]],
+    start_worker: Callable[[], Worker],
     read_row: Callable[[str], dict[str, Any] | None],
-) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
-    """A worker (``start_worker()``) is SIGKILLed while its child's second model request is in
-    flight; a second worker resumes the child: its completed first step is not sent again, only
-    the in-flight one, and it ends ``completed`` (``read_row(status)`` reads the store). Returns
-    the killed worker and the one that resumed."""
+) -> tuple[Worker, Worker]:
+    """A worker (``start_worker()``, on the ``worker`` fixture) is SIGKILLed while its child's
+    second model request is in flight; a second worker resumes the child: its completed first
+    step is not sent again, only the in-flight one, and it ends ``completed``
+    (``read_row(status)`` reads the store). Returns the killed worker and the one that resumed."""
     use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
     gate = threading.Event()
 
@@ -153,15 +155,12 @@ def kill_9_mid_child_resumes_elsewhere(
         text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
     )
     first = start_worker()
-    procs.append(first)
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     # step 2 in flight on `first`
     wait_for(lambda: any(second_request(r) for r in server.requests), "the second request")
-    first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
+    first.kill()
     second = start_worker()
-    procs.append(second)
     gate.set()
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors
@@ -179,10 +178,13 @@ def kill_9_mid_child_resumes_elsewhere(
 
 @pytest.mark.slow
 def test_kill_9_of_a_worker_mid_child_resumes_on_another_without_repeating_steps(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     kill_9_mid_child_resumes_elsewhere(
-        project, server, procs, lambda: start(project, server, "worker"),
+        project, server, procs, lambda: worker(project, env(project, server)),
         lambda status: row(project, status),
     )  # fmt: skip
 
@@ -270,7 +272,10 @@ async def test_a_child_whose_cancel_was_asked_while_queued_ends_cancelled_where_
 
 @pytest.mark.slow
 def test_a_child_whose_executors_keep_dying_ends_lost_instead_of_being_resumed_again(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     """A run already resumed MAX_RESUMES times after its executor died is not resumed once more
     (a child that takes down every process it runs on would make its way through the fleet): it
@@ -285,8 +290,7 @@ def test_a_child_whose_executors_keep_dying_ends_lost_instead_of_being_resumed_a
         text("never", when=agent_is("EXPLORE-AGENT", "Survey the repository."), hold=gate),
         text("It was lost.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    first = start(project, server, "worker")
-    procs.append(first)
+    first = worker(project, env(project, server))
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     reached = lambda: any(agent_is("EXPLORE-AGENT")(r) for r in server.requests)  # noqa: E731
@@ -300,10 +304,8 @@ def test_a_child_whose_executors_keep_dying_ends_lost_instead_of_being_resumed_a
                 "VALUES (?, ?, 'resumed', ?, 0)",
                 (running["id"], 1000 + n, f'{{"epoch": 1, "time": {n + 1}, "after": "h:1"}}'),
             )
-    first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
-    second = start(project, server, "worker")
-    procs.append(second)
+    first.kill()
+    worker(project, env(project, server))  # the second
     out, errors = run.communicate(timeout=120)
     gate.set()
     assert run.returncode == 0, errors

@@ -6,17 +6,18 @@ parent (a child on another worker) is told which request it waits on, through it
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
-from test_dbos import start
+from test_dbos import env, start
 from tests import _wait as wait
 from tests.cli.test_run import kernos
+from tests.conftest import Worker
 
 from kernos.runtime import Store
 from kernos.tasks._store import TaskStore
@@ -84,6 +85,7 @@ def test_a_worker_killed_while_its_child_waits_resumes_it_waiting_and_the_tool_r
     procs: list[Any],
     fresh_postgres_url: str,
     monkeypatch: pytest.MonkeyPatch,
+    worker: Callable[..., Worker],
 ) -> None:
     monkeypatch.setenv("KERNOS_STORE_URL", fresh_postgres_url)
     (project / "kernos.toml").write_text(CONFIG, "utf-8")
@@ -103,16 +105,13 @@ def test_a_worker_killed_while_its_child_waits_resumes_it_waiting_and_the_tool_r
         text("Waiting on the person.", when=agent_is("MAIN-AGENT", "kernos approve"), repeat=True),
         text("Survey: done.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    first = start(project, server, "worker")
-    procs.append(first)
+    first = worker(project, env(project, server))
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     (request,) = wait.wait_for(lambda: _open(project), "an approval request", alive=[first, run])
     assert _status(project, request["task_id"]) == "waiting"
-    first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
-    second = start(project, server, "worker")
-    procs.append(second)
+    first.kill()
+    second = worker(project, env(project, server))
     # resumed elsewhere, still waiting on the same request (not a second one)
     wait.wait_for(
         lambda: f"{second.pid}" in str(_executor(project, request["task_id"])),
@@ -150,7 +149,10 @@ NESTED = CONFIG.replace(
 
 @pytest.mark.slow
 def test_a_waiting_grandchild_s_parent_on_another_worker_is_told_the_request(
-    project: Path, server: FakeOpenAIServer, procs: list[Any]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[Any],
+    worker: Callable[..., Worker],
 ) -> None:
     (project / "kernos.toml").write_text(NESTED, "utf-8")
     (project / "steps_probe.py").write_text(PROBE, "utf-8")
@@ -178,10 +180,8 @@ def test_a_waiting_grandchild_s_parent_on_another_worker_is_told_the_request(
         text("All done.", when=agent_is("MAIN-AGENT", "task completion")),
     )
     try:
-        procs.append(children := start(project, server, "worker", "--models", "openai-chat:test"))
-        procs.append(
-            grandchildren := start(project, server, "worker", "--models", "openai-chat:quick")
-        )
+        children = worker(project, env(project, server), "--models", "openai-chat:test")
+        grandchildren = worker(project, env(project, server), "--models", "openai-chat:quick")
         procs.append(run := start(project, server, "run", "survey it", "-q"))
         alive = [children, grandchildren, run]
         (request,) = wait.wait_for(lambda: _open(project), "an approval request", alive=alive)
@@ -239,7 +239,11 @@ def test_a_waiting_notice_goes_into_the_parent_s_inbox_once_per_request(store_ta
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["in-the-run", "on-a-worker"])
 def test_interrupting_a_waiting_dbos_child_denies_its_request_as_interrupted(
-    project: Path, server: FakeOpenAIServer, procs: list[Any], where: str
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[Any],
+    where: str,
+    worker: Callable[..., Worker],
 ) -> None:
     config = CONFIG.replace("heartbeat = 0.5\n", "")
     if where == "in-the-run":
@@ -258,7 +262,7 @@ def test_interrupting_a_waiting_dbos_child_denies_its_request_as_interrupted(
         text("It stopped.", when=agent_is("MAIN-AGENT", "interrupted")),
     )
     if where == "on-a-worker":
-        procs.append(start(project, server, "worker"))
+        worker(project, env(project, server))
     procs.append(run := start(project, server, "run", "survey it", "-q"))
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors

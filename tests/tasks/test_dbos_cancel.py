@@ -18,13 +18,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, user_texts
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.testing import FakeOpenAIServer, _server, text, tool_call
 
@@ -64,6 +65,8 @@ class HoldingServer(FakeOpenAIServer):
             return super()._answer(request, authorization)
         self.held.set()
         connection: socket.socket = handler.connection
+        # a peer playing a server that never answers, not a wait of the test's: it holds the
+        # request until the client hangs up or the test is over (bounded all the same)
         give_up = time.monotonic() + 2 * DEADLINE
         while not self.released.is_set() and time.monotonic() < give_up:
             readable, _, _ = select.select([connection], [], [], 0.05)
@@ -178,6 +181,19 @@ def start(
     return proc
 
 
+#: the workers a test started (:func:`start_worker`), by pid (see :func:`explained`)
+_WORKERS: dict[int, Worker] = {}
+
+
+def start_worker(
+    worker: Callable[..., Worker], store: Store, server: FakeOpenAIServer, *args: str
+) -> Worker:
+    """A ``kernos worker`` on ``store`` (the ``worker`` fixture)."""
+    started = worker(store.project, store.env(server), *args)
+    _WORKERS[started.pid] = started
+    return started
+
+
 #: the stderr of each process a test already read to its end, by pid (see :func:`explained`)
 _STDERR: dict[int, str] = {}
 
@@ -205,11 +221,16 @@ def explained(
         return
     print("\n==== what the processes said ====")
     for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
-                finish(proc, timeout=30)
-        said = _STDERR.get(proc.pid, "(not read)")
+        if (started := _WORKERS.get(proc.pid)) is not None:
+            with contextlib.suppress(AssertionError):
+                started.stop(signal.SIGTERM, timeout=30)
+            said = "\n".join(started.lines)
+        else:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+                    finish(proc, timeout=30)
+            said = _STDERR.get(proc.pid, "(not read)")
         print(f"---- {' '.join(proc.args[1:])} (pid {proc.pid}, exit {proc.returncode})")
         print(said)
     print(f"---- rows: {store.rows()}")
@@ -220,14 +241,9 @@ def explained(
         print("\n".join(log.read_text(encoding="utf-8").splitlines()[-200:]))
 
 
-def wait_for(event: threading.Event, what: str, procs: list[subprocess.Popen[str]]) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not event.wait(0.1):
-        for proc in procs:
-            if proc.poll() is not None:
-                _, errors = finish(proc)
-                raise AssertionError(f"{proc.args[1]} exited {proc.returncode}: {errors}")
-        assert time.monotonic() < deadline, f"{what} within {DEADLINE}s"
+def wait_set(event: threading.Event, what: str, procs: Sequence[wait.Alive]) -> None:
+    """Until ``event`` is set, while ``procs`` run."""
+    wait.wait_for(event.is_set, what, DEADLINE, alive=procs)
 
 
 def transcript(store: Store, server: FakeOpenAIServer, task_id: str) -> list[str]:
@@ -243,16 +259,12 @@ def cancelled_events(store: Store, server: FakeOpenAIServer, task_id: str) -> li
     return [line for line in transcript(store, server, task_id) if "→ cancelled" in line]
 
 
-def stop(worker: subprocess.Popen[str], signum: int) -> tuple[int, str]:
+def stop(worker: Worker, signum: int) -> tuple[int, str]:
     """Signal a worker once it is ready (its start line: its signal handlers are in place);
-    its exit code and the rest of its stderr."""
-    assert worker.stderr is not None
-    for line in worker.stderr:
-        if " executing " in line:
-            break
-    worker.send_signal(signum)
-    _, errors = finish(worker)
-    return worker.returncode, errors
+    its exit code and every line it printed."""
+    worker.wait_line(" executing ", DEADLINE)
+    said = worker.stop(signum, DEADLINE)
+    return worker.proc.returncode, "\n".join(said)
 
 
 # -- cancel from a third process ---------------------------------------------------------------
@@ -262,6 +274,7 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
     holding: HoldingServer,
     procs: list[subprocess.Popen[str]],
     explained: None,
+    worker: Callable[..., Worker],
 ) -> None:
     tasks_config(project, run_executes="false", heartbeat="0.5")
     holding.script(
@@ -269,11 +282,11 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
         text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
         text("Noted.", when=agent_is("MAIN-AGENT", "task completion"), repeat=True),
     )
-    worker = start(store, holding, procs, "worker")
+    executing = start_worker(worker, store, holding)
     run = start(store, holding, procs, "run", "survey it", "-q")
-    wait_for(holding.held, "the worker's child reached the model", procs)
+    wait_set(holding.held, "the worker's child reached the model", [executing, run])
     child = store.wait("running")
-    assert child["executor"] == f"{socket.gethostname()}:{worker.pid}"
+    assert child["executor"] == f"{socket.gethostname()}:{executing.pid}"
 
     asked = time.monotonic()
     cancel = subprocess.run(
@@ -285,14 +298,11 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
     assert f"executor {child['executor']}" in cancel.stdout
     store.wait("cancelled")
     latency = time.monotonic() - asked
-    deadline = time.monotonic() + DEADLINE
-    while not holding.aborted and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait.wait_for(lambda: holding.aborted, "the worker to close the held model request", DEADLINE)
     kind = "postgres" if store.url else "sqlite"
-    aborted = holding.aborted[0] - asked if holding.aborted else float("nan")
+    aborted = holding.aborted[0] - asked
     print(f"\ncancel latency on {kind}: the command {answered:.2f}s, `cancelled` {latency:.2f}s, "
           f"the model request aborted {aborted:.2f}s after the command started")  # fmt: skip
-    assert holding.aborted, "the worker never closed the held model request"
 
     out, errors = finish(run)
     assert run.returncode == 0, errors
@@ -303,14 +313,18 @@ def test_cancel_from_a_third_process_stops_the_worker_s_child_and_aborts_its_req
     assert final["status"] == "cancelled", final
     # one process wrote the end: the worker that ran it, not also the run that follows it
     assert len(cancelled_events(store, holding, child["id"])) == 1
-    code, errors = stop(worker, signal.SIGTERM)  # it went on serving until now
+    code, errors = stop(executing, signal.SIGTERM)  # it went on serving until now
     assert code == 0, errors
     assert "0 running children" in errors
     assert "Traceback" not in errors
 
 
 def test_cancel_of_a_queued_child_whose_run_has_exited_is_final(
-    project: Path, store: Store, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    store: Store,
+    holding: HoldingServer,
+    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     """The run left its queued child to the workers (``--no-wait``), none was running: a cancel
     from another process ends it at once, and a worker started later never runs it."""
@@ -331,10 +345,10 @@ def test_cancel_of_a_queued_child_whose_run_has_exited_is_final(
     assert cancel.returncode == 0, cancel.stderr
     assert "no executor had taken it" in cancel.stdout
     assert store.rows()[0]["status"] == "cancelled"
-    worker = start(store, holding, procs, "worker")
+    executing = start_worker(worker, store, holding)
     dequeued = lambda: store.workflow(queued["id"]) not in ("ENQUEUED", None)  # noqa: E731
     wait.wait_for(dequeued, "the worker to dequeue it", DEADLINE)
-    code, errors = stop(worker, signal.SIGTERM)
+    code, errors = stop(executing, signal.SIGTERM)
     assert code == 0, errors
     assert not holding.held.is_set()  # the child never reached the model
     (final,) = store.rows()
@@ -342,7 +356,11 @@ def test_cancel_of_a_queued_child_whose_run_has_exited_is_final(
 
 
 def test_a_left_child_whose_workflow_was_cancelled_elsewhere_ends_lost_by_a_worker_s_reaper(
-    project: Path, store: Store, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    store: Store,
+    holding: HoldingServer,
+    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     """No process follows a ``--no-wait`` run's queued child once the run exited: when its
     workflow is cancelled through DBOS (not ``kernos tasks cancel``: the row says nothing), a
@@ -355,11 +373,8 @@ def test_a_left_child_whose_workflow_was_cancelled_elsewhere_ends_lost_by_a_work
         text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task")),
     )
     # it serves another model's queue only: the child stays queued, but the worker reaps
-    worker = start(store, holding, procs, "worker", "--models", "openai-chat:other")
-    assert worker.stderr is not None
-    for line in worker.stderr:  # ready: beating, and holding the reaper lease
-        if " executing " in line:
-            break
+    executing = start_worker(worker, store, holding, "--models", "openai-chat:other")
+    executing.wait_line(" executing ", DEADLINE)  # ready: beating, and holding the reaper lease
     run = start(store, holding, procs, "run", "survey it", "-q", "--no-wait")
     _, errors = run.communicate(timeout=DEADLINE)
     assert run.returncode == 0, errors
@@ -379,9 +394,8 @@ def test_a_left_child_whose_workflow_was_cancelled_elsewhere_ends_lost_by_a_work
     lines = [line for line in transcript(store, holding, queued["id"]) if "→ lost" in line]
     assert len(lines) == 1, lines
     assert not holding.held.is_set()  # never run
-    worker.send_signal(signal.SIGTERM)  # ready already (its start line was read above)
-    _, errors = worker.communicate(timeout=DEADLINE)
-    assert worker.returncode == 0, errors
+    errors = "\n".join(executing.stop(signal.SIGTERM, DEADLINE))  # ready already (see above)
+    assert executing.proc.returncode == 0, errors
     assert "Traceback" not in errors
 
 
@@ -389,7 +403,7 @@ def test_a_left_child_whose_workflow_was_cancelled_elsewhere_ends_lost_by_a_work
 @pytest.mark.parametrize("holding", [1], indirect=True)
 def test_sigterm_leaves_the_running_child_to_another_worker_that_finishes_it(
     project: Path, fresh_postgres_url: str, holding: HoldingServer,
-    procs: list[subprocess.Popen[str]],
+    procs: list[subprocess.Popen[str]], worker: Callable[..., Worker],
 ) -> None:  # fmt: skip
     store = Store(project, fresh_postgres_url)  # on_crash: "resume", the Postgres default
     tasks_config(project, run_executes="false", heartbeat="0.5")
@@ -399,9 +413,9 @@ def test_sigterm_leaves_the_running_child_to_another_worker_that_finishes_it(
         text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT")),
         text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    workers = [start(store, holding, procs, "worker") for _ in range(2)]
+    workers = [start_worker(worker, store, holding) for _ in range(2)]
     run = start(store, holding, procs, "run", "survey it", "-q")
-    wait_for(holding.held, "a worker's child reached the model", procs)
+    wait_set(holding.held, "a worker's child reached the model", [*workers, run])
     child = store.wait("running")
     (first,) = [w for w in workers if child["executor"].endswith(f":{w.pid}")]
     (other,) = [w for w in workers if w is not first]
@@ -432,7 +446,10 @@ def test_sigterm_leaves_the_running_child_to_another_worker_that_finishes_it(
 
 
 def test_sigterm_with_on_crash_lost_ends_the_child_lost(
-    project: Path, holding: HoldingServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    holding: HoldingServer,
+    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     store = Store(project, None)
     tasks_config(project, engine='"dbos"', run_executes="false", on_crash='"lost"')
@@ -441,11 +458,11 @@ def test_sigterm_with_on_crash_lost_ends_the_child_lost(
         text("Started; waiting.", when=agent_is("MAIN-AGENT", "Started task")),
         text("It was lost.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    worker = start(store, holding, procs, "worker")
+    executing = start_worker(worker, store, holding)
     run = start(store, holding, procs, "run", "survey it", "-q")
-    wait_for(holding.held, "the worker's child reached the model", procs)
+    wait_set(holding.held, "the worker's child reached the model", [executing, run])
     child = store.wait("running")
-    code, errors = stop(worker, signal.SIGTERM)
+    code, errors = stop(executing, signal.SIGTERM)
     assert code == 0, errors
     assert errors.splitlines()[-1] == f"worker {child['executor']} stopped; 1 running child lost"
     out, errors = run.communicate(timeout=DEADLINE)

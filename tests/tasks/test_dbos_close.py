@@ -5,12 +5,14 @@ deletes their records; an engine whose queues DBOS refuses does not leave DBOS l
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
-from test_dbos import start, use_dbos
+from test_dbos import env, use_dbos
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -109,6 +111,7 @@ async def test_a_follower_on_postgres_reads_a_status_change_when_it_commits(
     fresh_postgres_url: str,
     procs: list[subprocess.Popen[str]],
     monkeypatch: pytest.MonkeyPatch,
+    worker: Callable[..., Worker],
 ) -> None:
     """The run learns that a worker took its child, and that the child ended, from the store's
     notification when the worker's update commits, not at its next poll: with the poll made
@@ -121,8 +124,7 @@ async def test_a_follower_on_postgres_reads_a_status_change_when_it_commits(
     monkeypatch.setenv("KERNOS_STORE_URL", fresh_postgres_url)
     monkeypatch.setattr(_follow, "FOLLOW_SECONDS", 3600.0)
     server.script(text("the survey", when=agent_is("EXPLORE-AGENT"), repeat=True))
-    worker = start(project, server, "worker")
-    procs.append(worker)
+    worker(project, env(project, server))
     runtime = Runtime(load_config(cwd=project))
     manager = TaskManager(runtime)
     try:

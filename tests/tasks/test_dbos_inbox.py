@@ -5,11 +5,11 @@ store flag the child's executor reads at its cancel poll."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from test_dbos import KERNOS, env, use_dbos
 from test_dbos_replay import queued_child
 from test_store_claims import race
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, Store, load_config
 from kernos.tasks import TaskManager, TaskStore
@@ -98,12 +99,13 @@ def test_takes_racing_sends_lose_nothing_and_take_nothing_twice(store_target: st
             for m in range(per_sender):
                 assert store.send("t_1", f"{n}:{m}") is not None
             return []
-        batches, take = [], 0
-        deadline = time.monotonic() + 60
-        while sum(len(b) for b in batches) < 3 * per_sender:
-            assert time.monotonic() < deadline, f"only {batches} were taken"
-            take += 1
-            batches.append(store.take_messages("t_1", 1, take)[0])
+        batches: list[list[str]] = []
+
+        def took_all() -> bool:
+            batches.append(store.take_messages("t_1", 1, len(batches) + 1)[0])
+            return sum(len(b) for b in batches) >= 3 * per_sender
+
+        wait.wait_for(took_all, f"all {3 * per_sender} messages taken", 60, interval=0)
         return batches
 
     batches = race(stores, work)[3]
@@ -223,15 +225,12 @@ SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name":
          "run_in_background": True}  # fmt: skip
 
 
-def wait_for(
-    server: FakeOpenAIServer, match: Any, procs: list[subprocess.Popen[str]], what: str
+def wait_asked(
+    server: FakeOpenAIServer, match: Any, procs: Sequence[wait.Alive], what: str
 ) -> None:
-    def seen() -> bool:
-        for proc in procs:
-            assert proc.poll() is None, proc.communicate()[1]
-        return any(match(r) for r in server.requests)
-
-    wait.wait_for(seen, f"{what}: {server}")
+    """Until the server was asked a request ``match`` accepts, while ``procs`` run."""
+    asked = lambda: any(match(r) for r in server.requests)  # noqa: E731
+    wait.wait_for(asked, f"{what}: {server}", alive=procs)
 
 
 def follow_up_script(
@@ -266,15 +265,20 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
     return str(request.getfixturevalue("fresh_postgres_url"))
 
 
-def launch(
-    project: Path, server: FakeOpenAIServer, url: str | None, *args: str
-) -> subprocess.Popen[str]:
+def launch_env(project: Path, server: FakeOpenAIServer, url: str | None) -> dict[str, str]:
+    """The processes' environment: the store at ``url`` (``None``: SQLite in the project)."""
     environ = env(project, server)
     environ.pop("KERNOS_STORE_URL", None)
     if url is not None:
         environ["KERNOS_STORE_URL"] = url
+    return environ
+
+
+def launch(
+    project: Path, server: FakeOpenAIServer, url: str | None, *args: str
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [KERNOS, *args], cwd=project, env=environ,
+        [KERNOS, *args], cwd=project, env=launch_env(project, server, url),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -317,17 +321,19 @@ def test_a_follow_up_to_a_worker_s_child_is_its_second_prompt(
     server: FakeOpenAIServer,
     procs: list[subprocess.Popen[str]],
     store_url: str | None,
+    worker: Callable[..., Worker],
 ) -> None:
     use_dbos(project, run_executes="false")
     first_answer, second = threading.Event(), threading.Event()
     second.set()
     follow_up_script(server, first_answer, second)
-    worker = launch(project, server, store_url, "worker")
-    procs.append(worker)
+    executing = worker(project, launch_env(project, server, store_url))
     run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
-        wait_for(server, agent_is("MAIN-AGENT", "Delivered to"), [run, worker], "never delivered")
+        wait_asked(
+            server, agent_is("MAIN-AGENT", "Delivered to"), [run, executing], "never delivered"
+        )
     finally:
         first_answer.set()
     out, errors = run.communicate(timeout=120)
@@ -335,7 +341,7 @@ def test_a_follow_up_to_a_worker_s_child_is_its_second_prompt(
     assert out == "Survey: 12 tests.\n"
     task = ended(project, store_url, "completed")
     assert task["final_text"] == "12 tests."
-    assert task["executor"] == f"{socket.gethostname()}:{worker.pid}"  # not the run's process
+    assert task["executor"] == f"{socket.gethostname()}:{executing.pid}"  # not the run's process
     (asked,) = child_asked(server, "Also count")  # the worker's child got it, once
     assert text_of(last(asked)) == "Also count the tests."
     notices = [t for t in user_texts(server, "MAIN-AGENT") if "task completion" in t]
@@ -348,24 +354,22 @@ def test_a_worker_killed_in_the_child_s_second_prompt_is_resumed_with_the_messag
     server: FakeOpenAIServer,
     procs: list[subprocess.Popen[str]],
     store_url: str | None,
+    worker: Callable[..., Worker],
 ) -> None:
     """The message was taken by the killed worker's run; the resumed run on a second worker
     replays the first prompt from its record and takes the same message again (its take's key)."""
     use_dbos(project, run_executes="false", on_crash='"resume"', heartbeat="0.5")
     first_answer, second = threading.Event(), threading.Event()
     follow_up_script(server, first_answer, second)
-    first = launch(project, server, store_url, "worker")
-    procs.append(first)
+    first = worker(project, launch_env(project, server, store_url))
     run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
-        wait_for(server, agent_is("MAIN-AGENT", "Delivered to"), [run, first], "never delivered")
+        wait_asked(server, agent_is("MAIN-AGENT", "Delivered to"), [run, first], "never delivered")
         first_answer.set()
-        wait_for(server, agent_is("EXPLORE-AGENT", "Also count"), [run, first], "no 2nd prompt")
-        first.send_signal(signal.SIGKILL)
-        first.communicate(timeout=30)
-        resumer = launch(project, server, store_url, "worker")
-        procs.append(resumer)
+        wait_asked(server, agent_is("EXPLORE-AGENT", "Also count"), [run, first], "no 2nd prompt")
+        first.kill()
+        resumer = worker(project, launch_env(project, server, store_url))
     finally:
         first_answer.set()
         second.set()
@@ -392,6 +396,7 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
     server: FakeOpenAIServer,
     procs: list[subprocess.Popen[str]],
     store_url: str | None,
+    worker: Callable[..., Worker],
 ) -> None:
     """The child's first request is held until the parent's interrupt was answered (committed
     in the store); the worker's run then ends ``interrupted`` and reads no follow-up (an
@@ -412,13 +417,12 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
         # a child that completed would notice the parent: the run's output would be this
         text("Interrupted, as asked.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    worker = launch(project, server, store_url, "worker")
-    procs.append(worker)
+    executing = worker(project, launch_env(project, server, store_url))
     run = launch(project, server, store_url, "run", "survey it", "-q")
     procs.append(run)
     try:
-        wait_for(server, agent_is("MAIN-AGENT", "Interrupting"), [run, worker], "no interrupt")
-        wait_for(server, agent_is("EXPLORE-AGENT", "Survey the"), [run, worker], "no child")
+        wait_asked(server, agent_is("MAIN-AGENT", "Interrupting"), [run, executing], "no interrupt")
+        wait_asked(server, agent_is("EXPLORE-AGENT", "Survey the"), [run, executing], "no child")
     finally:
         answered.set()
     out, errors = run.communicate(timeout=120)
@@ -426,7 +430,7 @@ def test_an_interrupt_from_the_parent_stops_a_worker_s_child(
     assert out == "Stopping it.\n"  # the run waited for the child, which sends no notice
     task = ended(project, store_url, "interrupted")
     assert task["final_text"] == "The survey found 3 modules."
-    assert task["executor"] == f"{socket.gethostname()}:{worker.pid}"
+    assert task["executor"] == f"{socket.gethostname()}:{executing.pid}"
     assert child_asked(server, "Also count") == []  # stopped: the follow-up is not read
     assert not [t for t in user_texts(server, "MAIN-AGENT") if "task completion" in t]
 

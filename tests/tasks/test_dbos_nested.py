@@ -12,13 +12,15 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, last, messages, text_of
-from test_dbos import start
+from test_dbos import env, start
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, Store, load_config
 from kernos.tasks import TaskManager
@@ -111,10 +113,6 @@ def rejoined(reader: Reader, task_id: str) -> bool:
     """Whether a replayed ``task`` call took ``task_id`` in (its ``rejoined`` event)."""
     query = "SELECT 1 FROM task_events WHERE task_id = ? AND type = 'rejoined'"
     return bool(reader.query(query, (task_id,)))
-
-
-def wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
-    return wait.wait_for(check, what, timeout)
 
 
 def notice_of(task_id: str) -> Any:
@@ -255,13 +253,14 @@ async def test_a_child_s_task_send_is_keyed_by_its_step_and_stored_once_on_a_rep
         assert key is not None, "a send of a durable run carries its step's key"
         wf_id, step = key.rsplit(":", 1)
         assert wf_id == workflow_id(child.id, 1)
-        names: dict[int, str] = {}
-        deadline = time.monotonic() + wait.TIMEOUT
-        while int(step) not in names:  # DBOS records the step after the commit (an async probe)
+
+        async def step_names() -> dict[int, str] | None:
             steps = await DBOS.list_workflow_steps_async(wf_id, load_output=False)
             names = {s["function_id"]: s["function_name"] for s in steps}
-            assert time.monotonic() < deadline, f"no step {step} in {names}"
-            await asyncio.sleep(wait.INTERVAL)
+            return names if int(step) in names else None
+
+        # DBOS records the step after the commit
+        names = await wait.until(step_names, f"DBOS to record step {step} of {wf_id}")
         assert names[int(step)] == "tool:task_send"
         # the resumed run's send of that step: nothing new, the same answer
         assert other.send(count.id, follow_up, key) == 1
@@ -316,7 +315,9 @@ async def test_a_child_s_task_call_answers_once_its_grandchild_is_queued(
         (child,) = manager.spawn(session, manager.resolve(CHILD, session), background=True)
         spawned = lambda: [g for g in manager.records.values() if g.depth == 2]  # noqa: E731
         await wait.until(spawned, "the grandchild to be spawned", 60)
-        await asyncio.sleep(1.0)  # time for the call to answer, were it not waiting
+        # a "nothing happens" check, ordering no events: time for the call to answer, were it
+        # not waiting for the grandchild's queueing (held), which no event would show
+        await asyncio.sleep(1.0)
         assert asked(server, "EXPLORE-AGENT", "Started task") == 0
         gate.set()
         assert await manager.wait([child], timeout=60)
@@ -335,6 +336,7 @@ def kill_the_child_s_worker(
     project: Path,
     server: FakeOpenAIServer,
     procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
     reader: Reader,
     *,
     background: bool,
@@ -378,33 +380,32 @@ def kill_the_child_s_worker(
     else:  # the task call's answer: the grandchild's result
         script.append(text("Survey done: 7 tests.", when=agent_is("EXPLORE-AGENT", "7 tests.")))
     server.script(*script)
-    first = start(project, server, "worker", "--models", "openai-chat:test")
-    procs.append(first)
+    first = worker(project, env(project, server), "--models", "openai-chat:test")
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     try:
-        (count,) = wait_for("the grandchild's row", lambda: rows(reader, 2))
+        (count,) = wait.wait_for(lambda: rows(reader, 2), "the grandchild's row")
         if background:
-            wait_for("the child's next request", lambda: asked(server, "EXPLORE", "Started task"))
+            wait.wait_for(
+                lambda: asked(server, "EXPLORE", "Started task"), "the child's next request"
+            )
         else:
             # the task call waits for the grandchild once its workflow is queued
-            wait_for("the grandchild queued", lambda: queued(reader, project, count["id"]))
-        first.send_signal(stop)
-        first.communicate(timeout=30)
+            wait.wait_for(lambda: queued(reader, project, count["id"]), "the grandchild queued")
+        first.stop(stop, timeout=30)
         (child,) = rows(reader, 1)
         assert child["status"] == "running" and count["parent_session"] == child["child_session"]
-        second = start(project, server, "worker", *(["--models", "openai-chat:test"] * split))
-        procs.append(second)
+        second = worker(project, env(project, server), *(["--models", "openai-chat:test"] * split))
         if split:
-            procs.append(start(project, server, "worker", "--models", "openai-chat:quick"))
+            worker(project, env(project, server), "--models", "openai-chat:quick")
         if background:
-            wait_for("the notice in the child's inbox", lambda: inbox(reader, child["id"]))
+            wait.wait_for(lambda: inbox(reader, child["id"]), "the notice in the child's inbox")
             released.set()
         else:
             taken = f"{socket.gethostname()}:{second.pid}"
-            wait_for("the child resumed", lambda: rows(reader, 1)[0]["executor"] == taken)
+            wait.wait_for(lambda: rows(reader, 1)[0]["executor"] == taken, "the child resumed")
             # its replay reaches the task call, which takes in the grandchild (still active)
-            wait_for("the replayed task call", lambda: rejoined(reader, count["id"]))
+            wait.wait_for(lambda: rejoined(reader, count["id"]), "the replayed task call")
             counted.set()
         out, errors = run.communicate(timeout=120)
     finally:
@@ -446,6 +447,7 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     split: bool,
     monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
+    worker: Callable[..., Worker],
 ) -> None:
     """With SIGTERM the worker leaves: the child stops to be resumed elsewhere, and its queued
     grandchild is left queued for it (not cancelled with the child's turn). The background case
@@ -457,7 +459,7 @@ def test_a_child_resumed_after_kill_9_does_not_spawn_its_grandchild_again(
     reader = Reader(project, url)
     try:
         _, child, count = kill_the_child_s_worker(
-            project, server, procs, reader, background=background, stop=stop, split=split
+            project, server, procs, worker, reader, background=background, stop=stop, split=split
         )
         check_one_grandchild_and_one_notice_each(server, reader, background, child, count)
     finally:

@@ -22,9 +22,10 @@ import pytest
 from tasks_helpers import agent_is, last
 from test_dbos import KERNOS, SPAWN, env, kill_9_mid_child_resumes_elsewhere, start, use_dbos
 from test_dbos_postgres import counting_server, three_workers_fan_out
-from tests import _wait as wait
 from tests._netns import Namespaces, NetnsUnavailable, pick_subnet, remove_stale
 from tests._postgres import PostgresServer, create_database, postgres_missing
+from tests._wait import wait_for
+from tests.conftest import Worker
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -90,13 +91,11 @@ def reaches(net: Namespaces, n: int, host: str, port: int) -> bool:
 
 
 def worker_in(
-    net: Namespaces, n: int, project: Path, server: FakeOpenAIServer
-) -> subprocess.Popen[str]:
-    """``kernos worker`` in namespace ``n``, its store and model through the link."""
-    return subprocess.Popen(
-        net.exec(n, [KERNOS, "worker"]), cwd=project, env=env(project, server),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    worker: Callable[..., Worker], net: Namespaces, n: int, project: Path, server: FakeOpenAIServer
+) -> Worker:
+    """``kernos worker`` (the ``worker`` fixture) in namespace ``n``, its store and model through
+    the link."""
+    return worker(project, env(project, server), command=net.exec(n, [KERNOS, "worker"]))
 
 
 def children_clients(server: FakeOpenAIServer) -> list[str]:
@@ -196,14 +195,18 @@ def _names() -> list[str]:
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_three_namespaced_workers_share_the_global_limit_over_the_link(
-    project: Path, links: Namespaces, linked_postgres: str, monkeypatch: pytest.MonkeyPatch
+    project: Path,
+    links: Namespaces,
+    linked_postgres: str,
+    monkeypatch: pytest.MonkeyPatch,
+    worker: Callable[..., Worker],
 ) -> None:
     port = int(linked_postgres.rsplit(":", 1)[1].split("/")[0])
     assert reaches(links, 0, links.host, port)  # the store, over the link
     assert not reaches(links, 0, "127.0.0.1", port)  # and only over it
     with counting_server(monkeypatch, host=links.host) as counting:
         workers, tasks = three_workers_fan_out(
-            project, counting, linked_postgres, lambda n: links.exec(n, [KERNOS, "worker"])
+            project, counting, linked_postgres, worker, lambda n: links.exec(n, [KERNOS, "worker"])
         )
         # (executors named a namespaced worker's pid: checked by three_workers_fan_out)
         clients = children_clients(counting)
@@ -225,21 +228,22 @@ def test_kill_9_of_a_namespaced_worker_mid_child_resumes_on_another_over_the_lin
     linked_postgres: str,
     procs: list[subprocess.Popen[str]],
     monkeypatch: pytest.MonkeyPatch,
+    worker: Callable[..., Worker],
 ) -> None:
     monkeypatch.setenv("KERNOS_STORE_URL", linked_postgres)
     with FakeOpenAIServer(host=links.host) as server:
         started: list[int] = []
 
-        def start_worker() -> subprocess.Popen[str]:
+        def start_worker() -> Worker:
             started.append(len(started))
-            return worker_in(links, started[-1], project, server)
+            return worker_in(worker, links, started[-1], project, server)
 
         first, _ = kill_9_mid_child_resumes_elsewhere(
             project, server, procs, start_worker, lambda status: pg_row(linked_postgres, status)
         )
         clients = children_clients(server)
         roles = [last(r).get("role") for r in server.requests if agent_is("EXPLORE-AGENT")(r)]
-    assert first.returncode == -signal.SIGKILL
+    assert first.proc.returncode == -signal.SIGKILL
     a, b = (ns.address for ns in links.namespaces[:2])
     # step 1 and the in-flight step 2 on the killed worker's namespace, step 2 again on the other's
     assert list(zip(roles, clients, strict=True)) == [("user", a), ("tool", a), ("tool", b)]
@@ -255,6 +259,7 @@ def test_a_worker_cut_off_mid_child_falls_silent_and_its_child_resumes_elsewhere
     procs: list[subprocess.Popen[str]],
     monkeypatch: pytest.MonkeyPatch,
     on_crash: str,
+    worker: Callable[..., Worker],
 ) -> None:
     """The worker is alive but its link is down: its heartbeat lapses and the other worker
     settles the child per ``on_crash``: resumed there and ``completed``, or ``lost``; never
@@ -271,8 +276,7 @@ def test_a_worker_cut_off_mid_child_falls_silent_and_its_child_resumes_elsewhere
             text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "status:completed")),
             text("The survey was lost.", when=agent_is("MAIN-AGENT", "status:lost")),
         )  # fmt: skip
-        workers = [worker_in(links, n, project, server) for n in range(2)]
-        procs.extend(workers)
+        workers = [worker_in(worker, links, n, project, server) for n in range(2)]
         run = start(project, server, "run", "survey it", "-q")
         procs.append(run)
         wait_for(lambda: children_clients(server), "the child's request")
@@ -288,7 +292,6 @@ def test_a_worker_cut_off_mid_child_falls_silent_and_its_child_resumes_elsewhere
         out, errors = run.communicate(timeout=120)
         clients = children_clients(server)
     workers[cut].kill()  # cut off, it would never finish its own store writes
-    workers[cut].communicate(timeout=30)
     assert run.returncode == 0, errors
     assert pg_row(linked_postgres, "running") is None
     other = 1 - cut
@@ -307,7 +310,3 @@ def test_a_worker_cut_off_mid_child_falls_silent_and_its_child_resumes_elsewhere
 
 def executor_of(row: dict[str, Any] | None) -> str:
     return str(row["executor"] or "") if row is not None else ""
-
-
-def wait_for(probe: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
-    return wait.wait_for(probe, what, timeout)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, user_texts
+from tests.conftest import Worker
 
 from kernos.testing import FakeOpenAIServer, _server, text, tool_call
 
@@ -83,12 +84,13 @@ def three_workers_fan_out(
     project: Path,
     counting: CountingServer,
     store_url: str,
-    worker: Callable[[int], list[str]] = lambda n: [KERNOS, "worker"],
-) -> tuple[list[subprocess.Popen[str]], list[dict[str, Any]]]:
-    """Three workers (``worker(n)`` is the command of the n-th) and one ``kernos run`` with
-    ``run_executes = false`` spawn and run 12 background children at concurrency 2; checks the
-    limit held, every child completed on a worker and the parent got each notice once. Returns
-    the (stopped) workers and the ``tasks list --json`` rows."""
+    worker: Callable[..., Worker],
+    command: Callable[[int], list[str]] | None = None,
+) -> tuple[list[Worker], list[dict[str, Any]]]:
+    """Three workers (the ``worker`` fixture; ``command(n)``, if given, runs the n-th) and one
+    ``kernos run`` with ``run_executes = false`` spawn and run 12 background children at
+    concurrency 2; checks the limit held, every child completed on a worker and the parent got
+    each notice once. Returns the (stopped) workers and the ``tasks list --json`` rows."""
     path = project / "kernos.toml"
     config = path.read_text(encoding="utf-8").replace("concurrency = 5", "concurrency = 2")
     path.write_text(config + "run_executes = false\nheartbeat = 0.5\n", encoding="utf-8")
@@ -103,10 +105,7 @@ def three_workers_fan_out(
     env = {**os.environ, **counting.env(), "KERNOS_HOME": str(project / ".kernos"),
            "KERNOS_STORE_URL": store_url}  # fmt: skip
     env.pop("KERNOS_TASK_ENGINE", None)  # auto: DBOS, since the store is PostgreSQL
-    workers = [
-        subprocess.Popen(worker(n), cwd=project, env=env, stderr=subprocess.PIPE, text=True)
-        for n in range(3)
-    ]
+    workers = [worker(project, env, command=command and command(n)) for n in range(3)]
     try:
         run = subprocess.run(
             [KERNOS, "run", "fan out", "-q"], cwd=project, env=env, capture_output=True,
@@ -120,10 +119,10 @@ def three_workers_fan_out(
         )  # fmt: skip
         tasks: list[dict[str, Any]] = json.loads(listed.stdout)["tasks"]
     finally:
-        for proc in workers:
-            proc.send_signal(signal.SIGTERM)
-        for proc in workers:
-            proc.communicate(timeout=60)
+        for started in workers:
+            started.send_signal(signal.SIGTERM)
+        for started in workers:
+            started.stop()
     assert len(tasks) == CHILDREN
     assert {t["status"] for t in tasks} == {"completed"}
     pids = {f":{w.pid}" for w in workers}
@@ -136,6 +135,9 @@ def three_workers_fan_out(
 
 
 def test_three_workers_share_the_global_limit_and_the_parent_gets_each_notice_once(
-    project: Path, counting: CountingServer, fresh_postgres_url: str
+    project: Path,
+    counting: CountingServer,
+    fresh_postgres_url: str,
+    worker: Callable[..., Worker],
 ) -> None:
-    three_workers_fan_out(project, counting, fresh_postgres_url)
+    three_workers_fan_out(project, counting, fresh_postgres_url, worker)

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import signal
 import socket
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
-from test_dbos import start, use_dbos, wait_row
+from test_dbos import env, use_dbos, wait_row
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -167,7 +168,10 @@ async def test_a_process_that_executes_nothing_registers_its_queues_once_launche
 
 @pytest.mark.slow
 async def test_a_dead_executor_s_child_is_resumed_on_its_model_s_queue_by_any_of_its_workers(
-    project: Path, server: FakeOpenAIServer, procs: list[subprocess.Popen[str]]
+    project: Path,
+    server: FakeOpenAIServer,
+    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     """The reaper puts the child back on its model's queue: on DBOS's internal queue, which
     every process polls, a process that executes nothing could take it (and end it unrun), and
@@ -182,8 +186,7 @@ async def test_a_dead_executor_s_child_is_resumed_on_its_model_s_queue_by_any_of
     server.script(
         text("The survey found 3 modules.", when=agent_is("EXPLORE-AGENT"), hold=held, repeat=True)
     )
-    first = start(project, server, "worker")
-    procs.append(first)
+    first = worker(project, env(project, server))
     runtime = Runtime(load_config(cwd=project))
     manager = TaskManager(runtime)
     try:
@@ -193,15 +196,13 @@ async def test_a_dead_executor_s_child_is_resumed_on_its_model_s_queue_by_any_of
         (record,) = manager.spawn(session, resolution, background=True)
         started = lambda: any(agent_is("EXPLORE-AGENT")(r) for r in server.requests)  # noqa: E731
         await wait.until(started, "the worker to start the child")
-        first.send_signal(signal.SIGKILL)
-        first.communicate(timeout=30)
+        first.kill()
 
         await manager.engine._reap(f"{socket.gethostname()}:{first.pid}")  # type: ignore[attr-defined]
         status = await DBOS.get_workflow_status_async(record.id)
         assert status is not None
         assert (status.status, status.queue_name) == ("ENQUEUED", queue_name(MODEL))
-        second = start(project, server, "worker", "--models", MODEL)
-        procs.append(second)
+        second = worker(project, env(project, server), "--models", MODEL)
         held.set()
         done: dict[str, Any] = await asyncio.to_thread(wait_row, project, "completed")
         assert done["id"] == record.id

@@ -33,7 +33,9 @@ async def test_a_child_is_queued_only_once_its_row_is_committed(
         resolution = manager.resolve({"prompt": "Survey.", "subagent_type": "explore"}, session)
         with writer_lock_held(store):  # another process holds the write lock: no commit yet
             (record,) = manager.spawn(session, resolution, background=True)
-            for _ in range(40):  # the engine had every chance to queue it
+            # a "nothing happens" check, ordering no events (it ends early on a failure): the
+            # engine had every chance to queue it; no event says it tried
+            for _ in range(40):
                 await asyncio.sleep(0.05)
                 if await DBOS.get_workflow_status_async(record.id) is not None:
                     break

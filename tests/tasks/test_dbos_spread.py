@@ -9,12 +9,11 @@ import asyncio
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from tasks_helpers import agent_is, messages, text_of
 from test_dbos import use_dbos
 from test_dbos_postgres import KERNOS, CountingServer, counting_server
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, load_config
 from kernos.tasks import TaskManager
@@ -237,29 +237,24 @@ def fleet_config(project: Path, concurrency: int) -> None:
     path.write_text(config + "run_executes = false\nheartbeat = 0.5\n", encoding="utf-8")
 
 
-def fleet_env(project: Path, server: FakeOpenAIServer, store_url: str) -> dict[str, str]:
-    env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos"),
-           "KERNOS_STORE_URL": store_url}  # fmt: skip
-    env.pop("KERNOS_TASK_ENGINE", None)  # auto: DBOS, since the store is PostgreSQL
+def fleet_env(project: Path, server: FakeOpenAIServer, store_url: str | None) -> dict[str, str]:
+    """The processes' environment: the store at ``store_url`` (``None``: SQLite under the
+    project's home, the engine the project's config names)."""
+    env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
+    env.pop("KERNOS_TASK_ENGINE", None)  # auto: DBOS, when the store is PostgreSQL
+    env.pop("KERNOS_STORE_URL", None)
+    if store_url is not None:
+        env["KERNOS_STORE_URL"] = store_url
     return env
 
 
 def start_workers(
-    project: Path, env: dict[str, str], count: int, procs: list[subprocess.Popen[str]]
-) -> list[subprocess.Popen[str]]:
-    """``count`` workers, each up (its "executing" line in its log, a file: no pipe to drain)."""
-    started = []
-    for n in range(count):
-        with (project / f"worker-{n}.log").open("w", encoding="utf-8") as log:
-            proc = subprocess.Popen([KERNOS, "worker"], cwd=project, env=env, stderr=log, text=True)
-        procs.append(proc)
-        started.append(proc)
-    deadline = time.monotonic() + 120
-    for n, proc in enumerate(started):
-        while "executing" not in (project / f"worker-{n}.log").read_text(encoding="utf-8"):
-            assert proc.poll() is None, f"a worker ended before it was ready: {proc.returncode}"
-            assert time.monotonic() < deadline, "a worker never said it was executing"
-            time.sleep(0.05)
+    project: Path, env: dict[str, str], count: int, worker: Callable[..., Worker]
+) -> list[Worker]:
+    """``count`` workers (the ``worker`` fixture), each up (its "executing" line)."""
+    started = [worker(project, env) for _ in range(count)]
+    for each in started:
+        each.wait_line("executing", 120)
     return started
 
 
@@ -311,13 +306,13 @@ def test_a_burst_spreads_over_three_workers_each_within_its_share(
     project: Path,
     per_child: PerChild,
     fresh_postgres_url: str,
-    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     """Concurrency 6 over three workers: 2 each. A burst of 12 runs on all three, none of them
     with more than 2 requests in flight (before the shares, the first worker to poll took 6)."""
     fleet_config(project, 6)
     env = fleet_env(project, per_child, fresh_postgres_url)
-    workers = start_workers(project, env, 3, procs)
+    workers = start_workers(project, env, 3, worker)
     wait_share(fresh_postgres_url, 2)
     peaks = burst(project, per_child, env, fresh_postgres_url, 12)
     pids = sorted(str(w.pid) for w in workers)
@@ -332,16 +327,15 @@ def test_a_dead_worker_s_share_goes_to_the_survivor_which_alone_uses_the_whole_l
     project: Path,
     per_child: PerChild,
     fresh_postgres_url: str,
-    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
 ) -> None:
     """Two workers share a limit of 4 (2 each); one is killed (-9): within a few beats the
     survivor, alone, has no share of its own, and a burst of 8 runs 4 at a time on it."""
     fleet_config(project, 4)
     env = fleet_env(project, per_child, fresh_postgres_url)
-    doomed, survivor = start_workers(project, env, 2, procs)
+    doomed, survivor = start_workers(project, env, 2, worker)
     wait_share(fresh_postgres_url, 2)
-    doomed.send_signal(signal.SIGKILL)
-    doomed.wait(timeout=30)
+    doomed.kill()
     wait_share(fresh_postgres_url, None)
     peaks = burst(project, per_child, env, fresh_postgres_url, 8)
     assert [who.rpartition(":")[2] for who in peaks] == [str(survivor.pid)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import socket
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 from tasks_helpers import agent_is, last, text_of
-from test_dbos import row, start, use_dbos
+from test_dbos import env, row, start, use_dbos
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.boundary import ToolContext, ToolError, ToolResult, ToolSpec, call_tool
 from kernos.runtime import Runtime, load_config
@@ -290,6 +291,7 @@ def test_kill_9_mid_child_resumes_elsewhere_without_running_a_completed_tool_cal
     project: Path,
     server: FakeOpenAIServer,
     procs: list[Any],
+    worker: Callable[..., Worker],
 ) -> None:
     """The child's first request calls a tool that appends a line to a file; its second request
     hangs; its worker is killed; another worker resumes it: the line is there once."""
@@ -318,17 +320,14 @@ def test_kill_9_mid_child_resumes_elsewhere_without_running_a_completed_tool_cal
         text("The survey found 3 modules.", when=second_request, hold=gate, repeat=True),
         text("Survey: 3 modules.", when=agent_is("MAIN-AGENT", "task completion")),
     )
-    first = start(project, server, "worker")
-    procs.append(first)
+    first = worker(project, env(project, server))
     run = start(project, server, "run", "survey it", "-q")
     procs.append(run)
     second = lambda: any(second_request(r) for r in server.requests)  # noqa: E731
     wait.wait_for(second, "the child's second request")
     assert effects.read_text("utf-8") == "sent once\n"  # the tool ran on `first`
-    first.send_signal(signal.SIGKILL)
-    first.communicate(timeout=30)
-    second = start(project, server, "worker")
-    procs.append(second)
+    first.kill()
+    second = worker(project, env(project, server))
     gate.set()
     out, errors = run.communicate(timeout=120)
     assert run.returncode == 0, errors

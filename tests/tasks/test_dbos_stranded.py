@@ -13,18 +13,19 @@ version's children are put in the store and on their queues as an older kernos l
 from __future__ import annotations
 
 import signal
+import socket
 import sqlite3
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_dbos import use_dbos
-from test_dbos_cancel import DEADLINE, Store, finish, start, tasks_config
+from test_dbos_cancel import DEADLINE, Store, tasks_config
 from tests._wait import wait_for
+from tests.conftest import Worker
 
 from kernos.runtime import Runtime, load_config
 from kernos.runtime import Store as RuntimeStore
@@ -112,15 +113,6 @@ def open_tasks(store: Store) -> TaskStore:
     return TaskStore(RuntimeStore(store.url or str(store.project / ".kernos" / "kernos.db")))
 
 
-def ready(worker: subprocess.Popen[str]) -> None:
-    """Wait for the worker's start line: DBOS launched, its queues polled, beating."""
-    assert worker.stderr is not None
-    for line in worker.stderr:
-        if " executing " in line:
-            return
-    raise AssertionError(f"the worker ended before it was ready: {finish(worker)}")
-
-
 def old_child(
     store: Store,
     tasks: TaskStore,
@@ -193,6 +185,23 @@ def wait_workflow(store: Store, task_id: str, status: str) -> None:
     )
 
 
+def beats(tasks: TaskStore, worker: Worker, count: int) -> None:
+    """Until ``worker`` has beaten ``count`` more times: it writes its beat first, then
+    (holding the reaper's lease) reaps and sweeps, so ``count`` beats span ``count - 1``
+    sweeps begun and ended since this call."""
+    executor = f"{socket.gethostname()}:{worker.pid}"
+    query = "SELECT beat_at FROM task_executors WHERE id = ?"
+    seen: list[float] = []
+
+    def beaten() -> bool:
+        (row,) = tasks.store.query(query, (executor,))
+        if not seen or row["beat_at"] != seen[-1]:
+            seen.append(row["beat_at"])
+        return len(seen) > count
+
+    wait_for(beaten, f"{count} more beats of {executor}", DEADLINE, alive=[worker])
+
+
 def lost_events(tasks: TaskStore, task_id: str) -> list[dict[str, Any]]:
     return [e for e in tasks.events(task_id) if e["payload"].get("to") == "lost"]
 
@@ -247,7 +256,7 @@ def test_a_child_no_live_executor_can_run_since_an_upgrade_ends_lost_and_its_wor
     project: Path,
     store: Store,
     server: FakeOpenAIServer,
-    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
     state: str,
 ) -> None:
     """A child whose workflow an older kernos queued (or began, on an executor that is gone)
@@ -260,8 +269,8 @@ def test_a_child_no_live_executor_can_run_since_an_upgrade_ends_lost_and_its_wor
         tasks_config(project, run_executes="false", heartbeat="0.5", on_crash='"resume"')
     else:
         tasks_config(project, run_executes="false", heartbeat="0.5")
-    worker = start(store, server, procs, "worker")
-    ready(worker)
+    executing = worker(store.project, store.env(server))
+    executing.wait_line(" executing ")  # DBOS launched, its queues polled, beating
     tasks = open_tasks(store)
     try:
         old_child(store, tasks, "t_strand01", OLD, begun_by="gone.example:1" if begun else None)
@@ -277,9 +286,8 @@ def test_a_child_no_live_executor_can_run_since_an_upgrade_ends_lost_and_its_wor
         assert server.requests == []  # never run
     finally:
         tasks.store.close()
-    worker.send_signal(signal.SIGTERM)
-    _, errors = finish(worker)
-    assert worker.returncode == 0, errors
+    errors = "\n".join(executing.stop(signal.SIGTERM))
+    assert executing.proc.returncode == 0, errors
     assert "Traceback" not in errors
 
 
@@ -321,7 +329,7 @@ def test_a_child_of_an_older_kernos_is_left_alone_while_a_live_executor_may_run_
     project: Path,
     store: Store,
     server: FakeOpenAIServer,
-    procs: list[subprocess.Popen[str]],
+    worker: Callable[..., Worker],
     old_executor: OldExecutor,
 ) -> None:
     """While an executor that runs the old version beats (one that says so, or an older
@@ -329,14 +337,14 @@ def test_a_child_of_an_older_kernos_is_left_alone_while_a_live_executor_may_run_
     swept beside it, ends ``lost`` meanwhile (so the sweeps ran). Once that executor is
     silent for three beats, the child ends ``lost`` too."""
     tasks_config(project, run_executes="false", heartbeat="0.5")
-    worker = start(store, server, procs, "worker")
-    ready(worker)
+    executing = worker(store.project, store.env(server))
+    executing.wait_line(" executing ")  # DBOS launched, its queues polled, beating
     tasks = old_executor.tasks
     old_child(store, tasks, "t_waits001", OLD)
     old_child(store, tasks, "t_ended001", OLD)
     cancel_workflow(store, "t_ended001")
     wait_row(store, "t_ended001", "lost")  # after the grace, seen by every sweep since
-    time.sleep(1.0)  # two more beats, two more sweeps
+    beats(tasks, executing, 3)  # two more sweeps, each whole (a beat begins with its write)
     rows = {r["id"]: r for r in store.rows()}
     assert rows["t_waits001"]["status"] == "pending", rows
     assert store.workflow("t_waits001") == "ENQUEUED"
@@ -345,7 +353,6 @@ def test_a_child_of_an_older_kernos_is_left_alone_while_a_live_executor_may_run_
     assert f"was queued by {OLD}, which no live executor runs" in lost["error"]
     wait_workflow(store, "t_waits001", "CANCELLED")
     assert server.requests == []
-    worker.send_signal(signal.SIGTERM)
-    _, errors = finish(worker)
-    assert worker.returncode == 0, errors
+    errors = "\n".join(executing.stop(signal.SIGTERM))
+    assert executing.proc.returncode == 0, errors
     assert "Traceback" not in errors

@@ -5,7 +5,6 @@ with the members on different workers (kernos.tasks._teams, kernos.tasks._team_s
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from test_dbos import use_dbos
 from test_dbos_inbox import launch, open_store, store_url  # noqa: F401  (a fixture)
 from test_dbos_spread import fleet_env, start_workers, wait_share
 from tests import _wait as wait
+from tests.conftest import Worker
 
 from kernos.tasks import TaskStore, TeamStore
 from kernos.testing import FakeOpenAIServer, text, tool_call
@@ -91,6 +91,7 @@ def test_a_worker_killed_between_send_and_delivery_loses_and_doubles_nothing(
     server: FakeOpenAIServer,
     store_url: str | None,  # noqa: F811  (the fixture)
     procs: list[subprocess.Popen[str]],  # after the store: stopped before it is dropped
+    worker: Callable[..., Worker],
 ) -> None:
     """alpha mails beta while beta's first turn is held, and alpha's worker is killed in alpha's
     next request: the mail is stored, not yet read. alpha's run resumes on another worker (its
@@ -117,11 +118,8 @@ def test_a_worker_killed_between_send_and_delivery_loses_and_doubles_nothing(
         ),
         text("beta relayed", when=member("BETA-JOB", "lead"), repeat=True),
     )
-    if store_url is None:
-        workers = [launch(project, server, store_url, "worker") for _ in range(2)]
-        procs.extend(workers)
-    else:  # each up, then the queue's limit of 2 shared between them: 1 each
-        workers = start_workers(project, fleet_env(project, server, store_url), 2, procs)
+    workers = start_workers(project, fleet_env(project, server, store_url), 2, worker)
+    if store_url is not None:  # each up, then the queue's limit of 2 shared between them: 1 each
         wait_share(store_url, 1)
     run = launch(project, server, store_url, "run", "form the crew", "-q")
     procs.append(run)
@@ -136,12 +134,10 @@ def test_a_worker_killed_between_send_and_delivery_loses_and_doubles_nothing(
             lambda: any(after_send(r) for r in server.requests), "alpha's request after its send"
         )
         (doomed,) = [w for w in workers if w.pid == alpha_pid]
-        doomed.send_signal(signal.SIGKILL)
-        doomed.communicate(timeout=30)
+        doomed.kill()
         (unread,) = mail_rows(project, store_url, "hello beta")
         assert unread["taken_by"] is None  # sent, not delivered
-        resumer = launch(project, server, store_url, "worker")
-        procs.append(resumer)
+        worker(project, fleet_env(project, server, store_url))  # the resumer
     finally:
         alpha_gate.set()
         beta_gate.set()
@@ -176,6 +172,7 @@ def test_mail_revives_a_finished_member_whose_worker_died_on_the_other_worker(
     server: FakeOpenAIServer,
     fresh_postgres_url: str,
     procs: list[subprocess.Popen[str]],  # after the store: stopped before it is dropped
+    worker: Callable[..., Worker],
 ) -> None:
     """beta finishes on its worker, which is then killed; alpha, on the other worker, mails it
     while the lead waits for mail in ``team_wait``: the lead's process revives beta with the
@@ -205,7 +202,7 @@ def test_mail_revives_a_finished_member_whose_worker_died_on_the_other_worker(
         ),
         text("beta relayed", when=member("BETA-JOB", "lead")),
     )
-    workers = start_workers(project, fleet_env(project, server, url), 2, procs)
+    workers = start_workers(project, fleet_env(project, server, url), 2, worker)
     wait_share(url, 1)
     run = launch(project, server, url, "run", "form the crew", "-q")
     procs.append(run)
@@ -222,8 +219,7 @@ def test_mail_revives_a_finished_member_whose_worker_died_on_the_other_worker(
         beta_pid = int(done[0]["executor"].rpartition(":")[2])
         assert (done[0]["name"], beta_pid != alpha_pid) == ("beta", True)
         (doomed,) = [w for w in workers if w.pid == beta_pid]
-        doomed.send_signal(signal.SIGKILL)
-        doomed.communicate(timeout=30)
+        doomed.kill()
     finally:
         alpha_gate.set()
     _, errors = run.communicate(timeout=300)

@@ -3,13 +3,14 @@ sessions; the task tools run through the same wiring ``kernos run`` uses."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 from tasks_helpers import S1, S2, S3, agent_is, messages, text_of, user_texts
+from tests import _wait as wait
 
 from kernos._app import run_agent
 from kernos.boundary import ToolSpec
@@ -69,9 +70,11 @@ class _Nothing(BaseModel):
     pass
 
 
-def slow_tool(seconds: float) -> ToolSpec[_Nothing]:
+def busy_tool(until: Callable[[], object], what: str) -> ToolSpec[_Nothing]:
+    """A tool that keeps its caller busy until ``until()`` holds."""
+
     async def run(params: _Nothing, ctx: Any) -> str:
-        await asyncio.sleep(seconds)
+        await wait.until(until, what)
         return "waited"
 
     return ToolSpec("wait_a_bit", "Wait a little.", _Nothing, run)
@@ -90,7 +93,12 @@ async def test_padded_background_batch_of_two_runs_both_and_wakes_the_parent_onc
         text("Both in.", when=agent_is("MAIN-AGENT", "task completion")),
     )
     manager = TaskManager(runtime)
-    session = runtime.session("main", tools=[slow_tool(1.0)])
+
+    def both_noticed() -> bool:  # notices of one loop turn are queued as one message
+        ended = [r.status == "completed" for r in manager.children(session)]
+        return ended == [True, True] and session.pending_messages >= 1
+
+    session = runtime.session("main", tools=[busy_tool(both_noticed, "both children's notices")])
     session.add_tools(manager.tools_for(session))
     final = await manager.drive(session, "fan out")
     await manager.aclose(wait=True)

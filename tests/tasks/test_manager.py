@@ -89,7 +89,8 @@ def parent(rt: Runtime, manager: TaskManager) -> Session:
 
 async def settle() -> None:
     """A moment for what should NOT happen to show (a child admitted beyond the limit, a
-    notice): what must happen is waited for with :func:`until`."""
+    notice): what must happen is waited for with :func:`until`. It orders no events: neither
+    engine exposes a poll counter to wait for instead (its queue's next poll has no event)."""
     # the DBOS engine admits a child at its queue's next poll, after DBOS's launch
     await asyncio.sleep(1.5 if os.environ.get("KERNOS_TASK_ENGINE") == "dbos" else 0.1)
 
@@ -124,7 +125,7 @@ async def test_concurrency_limit_queues_fifo_and_reports_positions(
     assert sorted(gates.started) == ["a", "b"]
     gates.open("b")
     await until(lambda: len(gates.started) >= 3, "a third child reaches the model")
-    await asyncio.sleep(0.05)
+    await settle()  # no fourth: d waits for a or c
     assert sorted(gates.started[:2]) == ["a", "b"] and gates.started[2:] == ["c"]
     for key in "acd":
         gates.open(key)
@@ -185,7 +186,8 @@ async def test_foreground_batch_waits_and_reports_each_item(rt: Runtime, gates: 
         call(session, "task", {"subagent_type": "explore", "tasks": [
             {"prompt": "GATE:p", "task_summary": "first"}, {"prompt": "GATE:q"}]})
     )  # fmt: skip
-    await settle()
+    await until(lambda: sorted(gates.started) == ["p", "q"], "both children reach the model")
+    assert not waiting.done()  # the call waits for its children
     gates.open("p")
     gates.open("q")
     result = await waiting

@@ -29,6 +29,8 @@ target, name, go, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4
 async def main() -> None:
     tasks = TaskStore(Store(target))
     open(f"{go}.{name}", "w").close()
+    # the start line every writer waits at (a barrier in the writer, not a wait of the test's:
+    # the test waits until each writer is ready, then writes the go file)
     while not os.path.exists(go):
         await asyncio.sleep(0.005)
     for n in range(rounds):
@@ -41,7 +43,7 @@ async def main() -> None:
         if n % 3 == 0:
             await tasks.store.flushed()
         else:
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a turn of the loop: the buffered writes interleave
     tasks.store.close()
 
 asyncio.run(main())

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
-import signal
 import subprocess
-import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from tasks_helpers import agent_is
 from test_dbos_postgres import KERNOS
+from tests.conftest import Worker
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -26,51 +24,11 @@ CHILD = {"prompt": "List the files.", "subagent_type": "explore", "name": "liste
          "run_in_background": False}  # fmt: skip
 
 
-class Worker:
-    """A ``kernos worker`` whose stderr lines are read on a thread (waits have deadlines)."""
-
-    def __init__(self, project: Path, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [KERNOS, "worker", *args], cwd=project, env=env, stderr=subprocess.PIPE, text=True
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line.rstrip("\n"))
-
-    def wait_for(self, word: str, timeout: float = 120.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            self.seen.append(line)
-            if word in line:
-                return line
-
-    def stop(self) -> list[str]:
-        """SIGTERM, then every line it printed."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.reader.join(timeout=30)  # the pipe's end: every line is queued
-        assert self.proc.stderr is not None
-        self.proc.stderr.close()
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-        return self.seen
-
-
 def test_a_workers_children_record_their_usage_and_the_worker_says_what_it_runs(
-    project: Path, server: FakeOpenAIServer, fresh_postgres_url: str
+    project: Path,
+    server: FakeOpenAIServer,
+    fresh_postgres_url: str,
+    worker: Callable[..., Worker],
 ) -> None:
     with (project / "kernos.toml").open("a", encoding="utf-8") as config:
         config.write("run_executes = false\nheartbeat = 0.5\n")
@@ -95,12 +53,10 @@ def test_a_workers_children_record_their_usage_and_the_worker_says_what_it_runs(
 
     said: dict[str, list[str]] = {}
     for flags in ((), ("-q",)):
-        worker = Worker(project, env, *flags)
-        try:
-            worker.wait_for("executing")
-            assert kernos("run", "list them", "-q").stdout == "Listed.\n"
-        finally:
-            said[" ".join(flags)] = worker.stop()
+        started = worker(project, env, *flags)
+        started.wait_line("executing")
+        assert kernos("run", "list them", "-q").stdout == "Listed.\n"
+        said[" ".join(flags)] = started.stop()
     assert len(server.requests) == 8  # per run: parent 2, child 2 (on a worker)
     document = json.loads(kernos("usage", "--by", "agent", "--json").stdout)
     groups = {g["agent"]: g["requests"] for g in document["groups"]}
