@@ -66,22 +66,26 @@ def kernos(
     cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
     input: str | None = None,
+    stdin: int | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``kernos ARGS`` as ``subprocess.run([KERNOS, *args], cwd=cwd, env=env, input=input,
-    capture_output=True, text=True, timeout=timeout)`` would, in a fork of the zygote."""
+    stdin=stdin, capture_output=True, text=True, timeout=timeout)`` would, in a fork of the
+    zygote (``stdin``: None or ``subprocess.DEVNULL``)."""
+    assert stdin in (None, subprocess.DEVNULL), "stdin: None (this process's) or DEVNULL"
     argv = [KERNOS, *map(str, args)]
     where = str(cwd) if cwd is not None else os.getcwd()
     full_env = dict(os.environ if env is None else env)
     if os.environ.get("KERNOS_TEST_FORK", "1") != "0":
         zygote = _zygote()
         if zygote.can_run(full_env):
-            return zygote.run(argv, where, full_env, input, timeout)
+            return zygote.run(argv, where, full_env, input, stdin, timeout)
     return subprocess.run(
         argv,
         cwd=where,
         env=None if env is None else dict(env),
         input=input,
+        stdin=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -136,13 +140,16 @@ class Zygote:
         cwd: str,
         env: dict[str, str],
         input: str | None,
+        stdin_given: int | None,
         timeout: float,
     ) -> subprocess.CompletedProcess[str]:
         deadline = time.monotonic() + timeout
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         feeder = None
-        if input is None:
+        if stdin_given == subprocess.DEVNULL:
+            stdin = os.open(os.devnull, os.O_RDONLY)
+        elif input is None:
             stdin = 0  # this process's, as subprocess.run passes it
         else:
             stdin, in_w = os.pipe()
@@ -155,7 +162,7 @@ class Zygote:
             socket.send_fds(conn, [struct.pack("!I", len(body))], [stdin, out_w, err_w])
             conn.sendall(body)
         finally:
-            for fd in (out_w, err_w) + ((stdin,) if input is not None else ()):
+            for fd in (out_w, err_w) + ((stdin,) if stdin != 0 else ()):
                 os.close(fd)
         try:
             return self._wait(conn, list(argv), out_r, err_r, deadline, timeout)
@@ -217,12 +224,14 @@ class Zygote:
         return text.replace("\r\n", "\n").replace("\r", "\n")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                stream.close()
+                stream.close()  # its stdin's EOF: it reaps what has ended and exits
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         self._log.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 

@@ -199,7 +199,6 @@ def _send(conn: socket.socket, message: dict) -> None:
 
 
 def _waiter(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would reap it for us
     pid = os.fork()
     if pid == 0:
         status = 1
@@ -230,14 +229,17 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
 
 
 def _serve(listener: socket.socket) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped by the kernel
     poller = __import__("select").poll()
     poller.register(0)  # the test process's end of our stdin: EOF when it is gone
     poller.register(listener.fileno())
     while True:
-        for fd, _ in poller.poll():
+        # the ended waiters are reaped (not ignored), so that the CPU time of the commands counts
+        # in this process's children's time, and so in the test process's
+        _reap()
+        for fd, _ in poller.poll(1000):
             if fd == 0:
                 if not os.read(0, 1):
+                    _reap()
                     os._exit(0)
                 continue
             conn, _ = listener.accept()
@@ -255,6 +257,12 @@ def _serve(listener: socket.socket) -> None:
             for fd in fds:
                 os.close(fd)
             conn.close()
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def _open_fds() -> list[int]:

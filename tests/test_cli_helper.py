@@ -102,8 +102,8 @@ def test_a_module_in_the_cwd_shadows_nothing_the_command_imports_later(
 def test_a_command_starting_a_stdio_mcp_server_is_the_same_forked_or_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the command waits for a process it started: the zygote reaps its own children (SIGCHLD
-    # ignored), the command's process must not
+    # the command waits for a process it started: with SIGCHLD ignored (as no fresh process has
+    # it) that process would be reaped before the command could wait for it
     (tmp_path / "kernos.toml").write_text(recorder_config("rec", tmp_path / "calls.jsonl"))
     forked, plain = both(monkeypatch, "tools", "--json", cwd=tmp_path)
     assert forked == plain
