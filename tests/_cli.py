@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import json
 import locale
 import os
@@ -74,8 +75,11 @@ def kernos(
     zygote (``stdin``: None or ``subprocess.DEVNULL``)."""
     assert stdin in (None, subprocess.DEVNULL), "stdin: None (this process's) or DEVNULL"
     argv = [KERNOS, *map(str, args)]
-    where = str(cwd) if cwd is not None else os.getcwd()
+    # relative to this process's cwd, as subprocess.run's (the zygote's cwd is "/")
+    where = os.path.join(os.getcwd(), cwd) if cwd is not None else os.getcwd()
     full_env = dict(os.environ if env is None else env)
+    if not os.path.isdir(where):  # as subprocess.run raises it
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), where)
     if os.environ.get("KERNOS_TEST_FORK", "1") != "0":
         zygote = _zygote()
         if zygote.can_run(full_env):

@@ -108,3 +108,19 @@ def test_a_command_starting_a_stdio_mcp_server_is_the_same_forked_or_not(
     forked, plain = both(monkeypatch, "tools", "--json", cwd=tmp_path)
     assert forked == plain
     assert forked[0] == 0 and "rec__lookup" in str(forked[1])
+
+
+def test_a_relative_cwd_is_relative_to_the_test_processs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "kernos.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    done = kernos("--verbose", "config", "check", cwd="project")
+    assert done.returncode == 0, done.stderr
+    assert f"config: {tmp_path / 'project' / 'kernos.toml'}" in done.stderr
+
+
+def test_a_missing_cwd_raises_as_subprocess_run_does(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        kernos("--version", cwd=tmp_path / "missing")
