@@ -197,12 +197,16 @@ class Zygote:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     _kill(pid)
-                    raise subprocess.TimeoutExpired(
+                    if returncode is None:  # as subprocess.run, wait for the killed process
+                        _read_until_ended(conn, messages)
+                    expired = subprocess.TimeoutExpired(
                         argv,
                         timeout,
                         output=b"".join(chunks[out_r]),
                         stderr=b"".join(chunks[err_r]),
                     )
+                    expired.pid = pid  # type: ignore[attr-defined]  # gone, as a test may check
+                    raise expired
                 for key, _ in selector.select(left):
                     fd = int(key.fd)
                     data = os.read(fd, 65536)
@@ -246,6 +250,17 @@ def _feed(fd: int, data: bytes) -> None:
             pipe.write(data)
     except BrokenPipeError:
         pass  # as subprocess.run's communicate: the command need not read all of it
+
+
+def _read_until_ended(conn: socket.socket, messages: bytes, wait: float = 30) -> None:
+    """Read the zygote's messages until it says the command's process has ended."""
+    conn.settimeout(wait)
+    with contextlib.suppress(OSError):
+        while b"returncode" not in messages:
+            data = conn.recv(4096)
+            if not data:
+                return
+            messages += data
 
 
 def _kill(pid: int | None) -> None:

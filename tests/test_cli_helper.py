@@ -71,6 +71,8 @@ def test_a_timeout_kills_the_commands_group_and_raises(
     with pytest.raises(subprocess.TimeoutExpired) as raised:
         kernos("run", "hi", "-m", "openai-chat:x", cwd=tmp_path, env=env, timeout=3)
     assert raised.value.cmd == [KERNOS, "run", "hi", "-m", "openai-chat:x"]
+    if os.environ.get("KERNOS_TEST_FORK") != "0":
+        assert not Path(f"/proc/{raised.value.pid}").exists()  # killed and reaped
 
 
 def test_an_env_that_changes_the_interpreters_start_runs_as_a_plain_subprocess() -> None:
