@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text
 from tests._cli import KERNOS, _zygote, kernos
+from tests._wait import wait_for
 from tests.mcp.conftest import recorder_config
 
 
@@ -126,3 +129,43 @@ def test_a_relative_cwd_is_relative_to_the_test_processs(
 def test_a_missing_cwd_raises_as_subprocess_run_does(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         kernos("--version", cwd=tmp_path / "missing")
+
+
+def _grandchildren(pid: int) -> list[int]:
+    """The processes whose parent's parent is ``pid`` (the zygote's commands)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return [p for p, parent in parents.items() if parents.get(parent) == pid]
+
+
+def test_a_command_killed_by_a_signal_has_a_negative_returncode(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    if os.environ.get("KERNOS_TEST_FORK") == "0":
+        pytest.skip("finds the command among the zygote's grandchildren")
+    gate = threading.Event()
+    server.script(text("late", hold=gate))
+    env = {**os.environ, **server.env()}
+    zygote = _zygote()
+    done: list[subprocess.CompletedProcess[str]] = []
+    runner = threading.Thread(
+        target=lambda: done.append(
+            kernos("run", "hi", "-m", "openai-chat:x", cwd=tmp_path, env=env, timeout=60)
+        )
+    )
+    runner.start()
+    try:
+        wait_for(lambda: server.requests, "the run's model request")
+        (pid,) = _grandchildren(zygote.process.pid)
+        os.kill(pid, signal.SIGKILL)
+        runner.join(60)
+    finally:
+        gate.set()
+        runner.join(60)
+    assert done[0].returncode == -signal.SIGKILL
