@@ -47,7 +47,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 ## one pytest worker per core (pytest-xdist): each test owns its ports, files and servers;
-## the 15 slowest tests are listed at the end, where the suite's time goes
+## each worker forks the `kernos` CLI its tests run from one pre-warmed process (tests/_cli.py;
+## KERNOS_TEST_FORK=0: plain subprocesses); the 15 slowest tests are listed at the end, where
+## the suite's time goes
 PYTEST_WORKERS ?= auto
 pytest: $(STAMP) inspector conformance
 	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15 -m "not slow"

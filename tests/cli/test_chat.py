@@ -8,7 +8,6 @@ import re
 import signal
 import sqlite3
 import stat
-import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,11 +17,11 @@ import pytest
 
 from kernos._chat import Line, parse_line
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests import _cli
 from tests import _wait as wait
 from tests._agents import SPAWN, agent_is
 from tests.cli import _pty
 from tests.cli._pty import environment
-from tests.conftest import KERNOS
 
 DEADLINE = 60.0
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")
@@ -140,10 +139,15 @@ def test_turns_share_one_session_and_ctrl_c_cancels_only_the_turn(
 
     # the same session and store as `kernos run`: --continue picks the chat up
     server.script(text("Still here.", when="one more"))
-    done = subprocess.run(
-        [KERNOS, "run", "--continue", "one more", "-q"], cwd=project,
-        env=environment(project, server), capture_output=True, text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    done = _cli.kernos(
+        "run",
+        "--continue",
+        "one more",
+        "-q",
+        cwd=project,
+        env=environment(project, server),
+        timeout=DEADLINE,
+    )
     assert (done.returncode, done.stdout) == (0, "Still here.\n"), done.stderr
     assert user_messages(server.requests[-1]) == ["hello", "again", "one more"]
 

@@ -9,17 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KERNOS
+from tests import _cli
 
 
 def kernos(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [KERNOS, *args],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return _cli.kernos(*args, env={**os.environ, **(env or {})}, timeout=60)
 
 
 @pytest.mark.parametrize(

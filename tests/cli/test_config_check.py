@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text
-from tests.conftest import KERNOS
+from tests import _cli
 from tests.mcp.conftest import recorder_config
 
 
@@ -24,9 +24,7 @@ def kernos(
         if k not in ("KERNOS_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CHECK_UNSET")
     }
     full = {**base, "KERNOS_HOME": str(cwd / ".kernos"), **(env or {})}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=120
-    )
+    return _cli.kernos(*args, cwd=cwd, env=full, timeout=120)
 
 
 GOOD = """

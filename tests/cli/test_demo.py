@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
-from tests.conftest import KERNOS
+from tests import _cli
 
 
 def test_demo_runs_offline_and_reports_what_happened(tmp_path: Path) -> None:
@@ -16,14 +15,7 @@ def test_demo_runs_offline_and_reports_what_happened(tmp_path: Path) -> None:
     # an unroutable proxy: any attempt to reach the network would fail the demo
     env.update(HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
     workspace = tmp_path / "ws"
-    result = subprocess.run(
-        [KERNOS, "demo", "--workspace", str(workspace)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _cli.kernos("demo", "--workspace", str(workspace), cwd=tmp_path, env=env, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     stdout = result.stdout
     assert "replayed from bundled cassettes" in stdout

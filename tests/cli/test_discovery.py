@@ -13,16 +13,14 @@ import pytest
 
 from kernos.runtime import Store, kernos_home, project_root
 from kernos.tasks import TaskStore
-from tests.conftest import KERNOS
+from tests import _cli
 
 
 def kernos(*args: str, cwd: Path, home: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "KERNOS_HOME"}
     if home is not None:
         env["KERNOS_HOME"] = str(home)
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=cwd, env=env, timeout=60)
 
 
 def seed_task(home: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text
+from tests import _cli
 from tests.conftest import KERNOS
 
 _DROP = ("KERNOS_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
@@ -33,15 +34,7 @@ def _env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
 def kernos(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [KERNOS, *args],
-        cwd=cwd,
-        env=_env(cwd, env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return _cli.kernos(*args, cwd=cwd, env=_env(cwd, env), stdin=subprocess.DEVNULL, timeout=120)
 
 
 def _netns_prefix() -> list[str]:

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import KERNOS
+from tests import _cli
 
 CONFIG = """
 [models.fast]
@@ -22,9 +22,7 @@ path = "out/log.jsonl"
 def kernos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "KERNOS_TEST_UNSET_URL"}
     env["KERNOS_HOME"] = str(cwd / ".kernos")
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=cwd, env=env, timeout=60)
 
 
 def test_commands_without_a_model_ignore_an_alias_with_an_unset_variable(tmp_path: Path) -> None:

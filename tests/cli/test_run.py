@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
-from tests.conftest import KERNOS
+from tests import _cli
 
 
 def kernos(
@@ -17,9 +17,7 @@ def kernos(
 ) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("KERNOS_MODEL", "OPENAI_API_KEY")}
     full_env = {**base, "KERNOS_HOME": str(cwd / ".kernos"), **(env or {})}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-    )
+    return _cli.kernos(*args, cwd=cwd, env=full_env, timeout=timeout)
 
 
 def test_final_answer_alone_on_stdout(server: FakeOpenAIServer, tmp_path: Path) -> None:
@@ -152,13 +150,14 @@ def test_prompt_from_stdin_and_empty_prompt(server: FakeOpenAIServer, tmp_path: 
     server.script(text("read it"))
     base = {k: v for k, v in os.environ.items() if k != "KERNOS_MODEL"}
     env = {**base, **server.env(), "KERNOS_HOME": str(tmp_path / ".kernos")}
-    piped = subprocess.run(
-        [KERNOS, "run", "-", "-m", "openai-chat:x"],
-        input="summarise this\nplease",
+    piped = _cli.kernos(
+        "run",
+        "-",
+        "-m",
+        "openai-chat:x",
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
+        input="summarise this\nplease",
         timeout=60,
     )
     assert (piped.returncode, piped.stdout) == (0, "read it\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests import _cli
 from tests._agents import CONFIG, SPAWN, agent_is
 from tests._wait import wait_for
 from tests.conftest import KERNOS
@@ -58,14 +59,8 @@ def test_a_signal_cancels_the_children_and_exits(
     assert errors.splitlines() == [f"{name} received: cancelling running tasks and stopping"]
     assert out == ""
     assert status_of_children(home) == ["cancelled"]
-    listed = subprocess.run(
-        [KERNOS, "tasks", "list", "--json"], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
+    listed = _cli.kernos("tasks", "list", "--json", cwd=tmp_path, env=env, timeout=60)
     (task,) = json.loads(listed.stdout)["tasks"]
     assert (task["status"], task["residency"]) == ("cancelled", "disposed")
-    shown = subprocess.run(
-        [KERNOS, "tasks", "output", task["id"]], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    shown = _cli.kernos("tasks", "output", task["id"], cwd=tmp_path, env=env, timeout=60)
     assert "[status] running → cancelled (run epoch 1) — the run was interrupted" in shown.stdout

@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 
 from kernos.cli import app
 from kernos.testing import FakeOpenAIServer, text
-from tests.conftest import KERNOS
+from tests import _cli
 
 CHANNEL = '[channels.log]\nkind = "file"\npath = "out/messages.jsonl"\n'
 
@@ -51,9 +51,7 @@ def kernos(
     cwd: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "KERNOS_HOME": str(cwd / ".kernos"), **(env or {})}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=cwd, env=full, timeout=60)
 
 
 def damaged_db(home: Path, content: bytes) -> Path:

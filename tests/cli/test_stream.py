@@ -15,14 +15,12 @@ from typing import Any
 import pytest
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
-from tests.conftest import KERNOS
+from tests import _cli
 
 
 def kernos(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "KERNOS_HOME": str(cwd / ".kernos"), **env}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=cwd, env=full, timeout=60)
 
 
 def _script(server: FakeOpenAIServer) -> None:

@@ -21,6 +21,7 @@ from kernos.cli._watch_view import cells, plain
 from kernos.runtime import Store
 from kernos.tasks import SessionUsage, TeamStore, TreeRow, task_tree, tree_signature
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests import _cli
 from tests._agents import SPAWN, agent_is
 from tests._wait import wait_for
 from tests.cli import _pty
@@ -197,10 +198,7 @@ def test_once_prints_one_snapshot_with_tokens_and_cost(
         text("Done.", when=agent_is("MAIN-AGENT", "three modules")),
     )
     env = environment(project, server)
-    run = subprocess.run(
-        [KERNOS, "run", "survey it", "-q"], cwd=project, env=env, capture_output=True,
-        text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    run = _cli.kernos("run", "survey it", "-q", cwd=project, env=env, timeout=DEADLINE)
     assert run.returncode == 0, run.stderr
     with sqlite3.connect(project / ".kernos" / "kernos.db") as db:
         spent = dict(
@@ -210,10 +208,7 @@ def test_once_prints_one_snapshot_with_tokens_and_cost(
             ).fetchall()
         )
     (child,) = spent
-    once = subprocess.run(
-        [KERNOS, "tasks", "watch", "--once"], cwd=project, env=env, capture_output=True,
-        text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    once = _cli.kernos("tasks", "watch", "--once", cwd=project, env=env, timeout=DEADLINE)
     assert once.returncode == 0, once.stderr
     header, session, task = once.stdout.splitlines()
     assert header.split()[0] == "TASK"
@@ -226,10 +221,9 @@ def test_once_prints_one_snapshot_with_tokens_and_cost(
     assert f"{fields[5]}/{fields[6]}" == spent[child]
     assert fields[7:] == ["unknown", "survey"]  # genai-prices does not know model "test"
 
-    as_json = subprocess.run(
-        [KERNOS, "tasks", "watch", "--once", "--json"], cwd=project, env=env,
-        capture_output=True, text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    as_json = _cli.kernos(
+        "tasks", "watch", "--once", "--json", cwd=project, env=env, timeout=DEADLINE
+    )
     (document,) = [json.loads(line) for line in as_json.stdout.splitlines()]
     root, row = document["rows"]
     assert (root["kind"], root["depth"], root["agent"]) == ("session", 0, "main")
@@ -259,10 +253,7 @@ def test_once_groups_members_under_their_team_with_unread_counts(
         text("Noted.", when=agent_is("MAIN-AGENT", "task completion")),
     )
     env = environment(project, server)
-    run = subprocess.run(
-        [KERNOS, "run", "form a crew", "-q"], cwd=project, env=env, capture_output=True,
-        text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    run = _cli.kernos("run", "form a crew", "-q", cwd=project, env=env, timeout=DEADLINE)
     assert run.returncode == 0, run.stderr
     # mail no one has read yet: two for beta (its run is over), one for the lead
     store = Store.open(project / ".kernos")
@@ -274,10 +265,7 @@ def test_once_groups_members_under_their_team_with_unread_counts(
         teams.post(lead, "crew", "beta", "lead", "for you")
     finally:
         store.close()
-    once = subprocess.run(
-        [KERNOS, "tasks", "watch", "--once"], cwd=project, env=env, capture_output=True,
-        text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    once = _cli.kernos("tasks", "watch", "--once", cwd=project, env=env, timeout=DEADLINE)
     assert once.returncode == 0, once.stderr
     _, _, survey, team, alpha, beta = once.stdout.splitlines()  # header, session
     assert survey.startswith("└ t_") and survey.endswith("survey")  # in no team: alone
@@ -286,10 +274,9 @@ def test_once_groups_members_under_their_team_with_unread_counts(
     assert alpha.startswith("  └ t_") and alpha.endswith("alpha · 0 unread")  # one level down
     assert beta.startswith("  └ t_") and beta.endswith("beta · 2 unread")
 
-    as_json = subprocess.run(
-        [KERNOS, "tasks", "watch", "--once", "--json"], cwd=project, env=env,
-        capture_output=True, text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    as_json = _cli.kernos(
+        "tasks", "watch", "--once", "--json", cwd=project, env=env, timeout=DEADLINE
+    )
     (document,) = [json.loads(line) for line in as_json.stdout.splitlines()]
     rows = [(r["kind"], r["depth"], r["team"], r["unread"]) for r in document["rows"]]
     assert rows == [
@@ -299,10 +286,9 @@ def test_once_groups_members_under_their_team_with_unread_counts(
 
 
 def test_an_empty_store_is_said_plainly(project: Path, server: FakeOpenAIServer) -> None:
-    once = subprocess.run(
-        [KERNOS, "tasks", "watch", "--once"], cwd=project, env=environment(project, server),
-        capture_output=True, text=True, timeout=DEADLINE,
-    )  # fmt: skip
+    once = _cli.kernos(
+        "tasks", "watch", "--once", cwd=project, env=environment(project, server), timeout=DEADLINE
+    )
     assert (once.returncode, once.stdout) == (0, "(no tasks)\n")
 
 

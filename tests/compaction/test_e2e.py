@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests import _cli
 from tests.cli.test_run import kernos
 
 COMPACTOR = "Compacting an agent's session"
@@ -338,9 +339,7 @@ def test_a_child_whose_compaction_is_not_approved_ends_context_exhausted(
 def test_a_compaction_is_a_kernos_compact_span_with_its_figures(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    import subprocess
 
-    from tests.cli.test_run import KERNOS
     from tests.runtime.test_trace import Receiver, run_env
 
     project(tmp_path)
@@ -348,10 +347,9 @@ def test_a_compaction_is_a_kernos_compact_span_with_its_figures(
     receiver = Receiver()
     try:
         env = run_env(tmp_path, server, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
-        done = subprocess.run(
-            [KERNOS, "run", "read a, b and c", "-q", "-m", "small"], cwd=tmp_path, env=env,
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        done = _cli.kernos(
+            "run", "read a, b and c", "-q", "-m", "small", cwd=tmp_path, env=env, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         (compact,) = receiver.named("kernos.compact")
     finally:

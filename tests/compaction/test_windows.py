@@ -14,7 +14,7 @@ from genai_prices import data
 
 from kernos.runtime import Config, ModelWindow, known_window
 from kernos.runtime._rules._compaction import CompactSettings
-from tests.conftest import KERNOS
+from tests import _cli
 
 
 def data_window(provider: str, model: str) -> int:
@@ -124,14 +124,7 @@ def test_config_check_shows_each_models_window_and_where_it_came_from(tmp_path: 
     env |= {"KERNOS_HOME": str(tmp_path / ".kernos"), "CHECK_KEY": "k"}
 
     def check(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [KERNOS, "config", "check", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return _cli.kernos("config", "check", *args, cwd=tmp_path, env=env, timeout=120)
 
     done = check()
     assert done.returncode == 0, done.stderr

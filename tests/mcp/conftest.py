@@ -22,7 +22,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from kernos.testing import text, tool_call
-from tests.conftest import KERNOS
+from tests import _cli
 from tests.mcp.oauth_server import OAuthDocsServer, oauth_docs_server
 
 BIN = Path(sys.executable).parent
@@ -38,14 +38,7 @@ def kernos_env(cwd: Path, extra: dict[str, str] | None = None) -> dict[str, str]
 def kernos(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [KERNOS, *args],
-        cwd=cwd,
-        env=kernos_env(cwd, env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return _cli.kernos(*args, cwd=cwd, env=kernos_env(cwd, env), timeout=timeout)
 
 
 def toml_str(value: str | Path) -> str:

@@ -154,7 +154,7 @@ def test_kernos_tools_leaves_them_out_and_says_so(tmp_path: Path) -> None:
 def test_stray_stdout_lines_of_a_stdio_server_are_summarised_in_one_warning(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    (tmp_path / "kernos.toml").write_text(hostile_config(tmp_path, junk=20_000))
+    (tmp_path / "kernos.toml").write_text(hostile_config(tmp_path, junk=2_000))
     server.script(
         tool_call("rec__lookup", '{"query": "q"}'),
         text("Found.", when="found 3 entries"),
@@ -164,10 +164,10 @@ def test_stray_stdout_lines_of_a_stdio_server_are_summarised_in_one_warning(
     assert result.stdout == "Found.\n"
     noise = [line for line in result.stderr.splitlines() if "junk line" in line]
     assert noise == [
-        "warning: MCP server [rec] wrote 20,000 lines that are not MCP messages on stdout; "
+        "warning: MCP server [rec] wrote 2,000 lines that are not MCP messages on stdout; "
         "first: 'junk line 0: not an MCP message'. A stdio server must write only MCP messages "
         "there (logs go to stderr)"
     ], result.stderr[-2000:]
     assert len(result.stderr.splitlines()) < 10, result.stderr[-2000:]
     log = (tmp_path / ".kernos" / "kernos.log").read_text()
-    assert "wrote 20,000 lines that are not MCP messages" in log
+    assert "wrote 2,000 lines that are not MCP messages" in log

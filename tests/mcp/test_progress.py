@@ -32,9 +32,10 @@ def progress_config(name: str = "slow", **extra: object) -> str:
 def test_progress_keeps_a_call_alive_past_its_timeout_and_kernos_v_shows_it(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    (tmp_path / "kernos.toml").write_text(progress_config(timeout=6))
+    # the job (10 × 0.5 s) outlasts `timeout`, which must still cover the server's start
+    (tmp_path / "kernos.toml").write_text(progress_config(timeout=4))
     server.script(
-        tool_call("slow__long_job", '{"steps": 10, "every": 0.8}'),
+        tool_call("slow__long_job", '{"steps": 10, "every": 0.5}'),
         text("The job finished.", when="long job done"),
     )
     result = kernos(
@@ -52,7 +53,7 @@ def test_progress_of_a_childs_call_is_in_its_transcript(
     server: FakeOpenAIServer, tmp_path: Path
 ) -> None:
     (tmp_path / "kernos.toml").write_text(
-        progress_config(timeout=6)
+        progress_config()
         + '[agents.worker]\ndescription = "Runs jobs"\ninstructions = "WORKER-AGENT"\n'
         + 'tools = ["slow__*"]\n'
     )
@@ -60,7 +61,7 @@ def test_progress_of_a_childs_call_is_in_its_transcript(
     server.script(
         tool_call("task", json.dumps(task), when="Delegate."),
         tool_call(
-            "slow__long_job", '{"steps": 10, "every": 0.8}', when="WORKER-AGENT", when_system=True
+            "slow__long_job", '{"steps": 3, "every": 0.1}', when="WORKER-AGENT", when_system=True
         ),
         text("child done", when="long job done"),
         text("parent done", when="child done"),
@@ -71,8 +72,8 @@ def test_progress_of_a_childs_call_is_in_its_transcript(
     (child,) = json.loads(listed.stdout)["tasks"]
     output = kernos("tasks", "output", child["id"], cwd=tmp_path)
     assert output.returncode == 0, output.stderr
-    assert "[progress] slow__long_job 1/10 step 1" in output.stdout
-    assert "[progress] slow__long_job 10/10 step 10" in output.stdout
+    assert "[progress] slow__long_job 1/3 step 1" in output.stdout
+    assert "[progress] slow__long_job 3/3 step 3" in output.stdout
     assert "long job done" in output.stdout
 
 
@@ -82,7 +83,7 @@ async def toolset() -> object:
     tools = McpToolset("slow", config)
     try:
         await tools.tools()  # started under a generous timeout: a loaded machine starts slowly
-        tools.config = config.model_copy(update={"timeout": 3, "max_timeout": 6})
+        tools.config = config.model_copy(update={"timeout": 2, "max_timeout": 4})
         yield tools
     finally:
         await tools.aclose()
@@ -91,13 +92,13 @@ async def toolset() -> object:
 async def test_a_call_without_progress_still_times_out_at_timeout(toolset: McpToolset) -> None:
     result = await toolset.call("silent", {"seconds": 8})
     assert result.is_error and result.code == "mcp_timeout"
-    assert "got no answer from MCP server [slow] within 3 s, nor any progress" in result.text
+    assert "got no answer from MCP server [slow] within 2 s, nor any progress" in result.text
 
 
 async def test_progress_never_keeps_a_call_past_max_timeout(toolset: McpToolset) -> None:
     result = await toolset.call("forever", {"every": 0.2})
     assert result.is_error and result.code == "mcp_timeout"
-    assert "within 6 s (its max_timeout: progress keeps a call alive that long)" in result.text
+    assert "within 4 s (its max_timeout: progress keeps a call alive that long)" in result.text
 
 
 def test_max_timeout_defaults_to_ten_times_timeout() -> None:

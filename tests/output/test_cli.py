@@ -8,7 +8,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from tests.conftest import KERNOS
+from tests import _cli
 
 CONFIG = textwrap.dedent("""
     [agents.bot]
@@ -26,9 +26,7 @@ CONFIG = textwrap.dedent("""
 
 def kernos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KERNOS_HOME": str(cwd / ".kernos")}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=cwd, env=env, timeout=60)
 
 
 def lines(path: Path) -> list[dict[str, object]]:

@@ -13,7 +13,7 @@ import pytest
 from kernos.output import OutputKernel
 from kernos.runtime import load_config
 from kernos.testing import FakeOpenAIServer, text, tool_call
-from tests.conftest import KERNOS
+from tests import _cli
 from tests.output.conftest import Received, Receiver
 
 PATH_TOKEN = "XXXXSECRETXXXX"
@@ -46,9 +46,7 @@ def kernos(
 ) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("KERNOS_MODEL", "OPENAI_API_KEY")}
     full = {**base, "KERNOS_HOME": str(cwd / ".kernos"), **(env or {})}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=cwd, env=full, timeout=60)
 
 
 def assert_clean(where: str, content: str) -> None:

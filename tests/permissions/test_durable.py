@@ -17,7 +17,8 @@ from typing import Any
 from kernos.testing import FakeOpenAIServer, text, tool_call
 from tests._agents import CONFIG, agent_is
 from tests._wait import wait_for
-from tests.cli.test_run import KERNOS, kernos
+from tests.cli.test_run import kernos
+from tests.conftest import KERNOS
 
 SPAWN = {"prompt": "Write the notes.", "subagent_type": "explore", "name": "notes",
          "run_in_background": True}  # fmt: skip

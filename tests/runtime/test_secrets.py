@@ -36,7 +36,7 @@ from kernos.runtime import (
 from kernos.runtime._config._config import expand_env
 from kernos.runtime._secrets import secret_field
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
-from tests.conftest import KERNOS
+from tests import _cli
 
 KEY = "gsk_live0123456789abcdefGHIJ"  # Groq-style: no sk- prefix, so no shape rule knew it before
 NO_SHAPE = "plainvalue-4f7a9c2e1b"  # a value no shape rule can know: only the registry can
@@ -325,9 +325,7 @@ REJECT = "Incorrect API key provided: {api_key}. You can find your API key at co
 def kernos(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("KERNOS_MODEL", "OPENAI_API_KEY")}
     full = {**base, "KERNOS_HOME": str(cwd / ".kernos"), "OPENAI_MAX_RETRIES": "0", **env}
-    return subprocess.run(
-        [KERNOS, *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=90
-    )
+    return _cli.kernos(*args, cwd=cwd, env=full, timeout=90)
 
 
 def assert_clean(where: str, content: str) -> None:

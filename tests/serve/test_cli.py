@@ -6,19 +6,18 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.serve.conftest import server_command
+from tests import _cli
 
 
 def run(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("KERNOS_MODEL", "OPENAI_API_KEY")}
     env.update(extra)
-    return subprocess.run(
-        server_command(*args),
+    return _cli.kernos(
+        "mcp",
+        *args,
         cwd=cwd,
         env={**env, "KERNOS_HOME": str(cwd / ".kernos")},
         input="",
-        capture_output=True,
-        text=True,
         timeout=60,
     )
 

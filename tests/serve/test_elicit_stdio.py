@@ -7,7 +7,6 @@ listed. Every answer is kept in the store, ``kernos approvals --all --json`` sho
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ import mcp_types
 from mcp import Client, StdioServerParameters
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests import _cli
 from tests.serve.conftest import KERNOS, server_env
 from tests.serve.test_stdio import only_text
 from tests.tasks.tasks_helpers import agent_is
@@ -57,13 +57,8 @@ async def host(
 
 def answered(project: Path, model: FakeOpenAIServer) -> list[dict[str, Any]]:
     """Every request ``kernos approvals --all --json`` lists, oldest first."""
-    done = subprocess.run(
-        [KERNOS, "approvals", "--all", "--json"],
-        env=server_env(project, model),
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = _cli.kernos(
+        "approvals", "--all", "--json", cwd=project, env=server_env(project, model), timeout=60
     )
     assert done.returncode == 0, done.stderr
     rows: list[dict[str, Any]] = json.loads(done.stdout)["requests"]

@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from kernos.testing import FakeOpenAIServer, text
+from tests import _cli
 from tests._wait import until, wait_for
 from tests.serve.conftest import server_command, server_env
 from tests.serve.test_stdio import ERAS, IDS, XOR, only_text, statuses
@@ -136,22 +137,19 @@ async def test_closing_the_response_stream_cancels_the_foreground_child(
 
 
 def test_a_non_loopback_address_needs_a_token(project: Path, server: FakeOpenAIServer) -> None:
-    result = subprocess.run(
-        server_command("--http", "0.0.0.0:0"),
-        cwd=project,
-        env=server_env(project, server),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = _cli.kernos(
+        "mcp", "--http", "0.0.0.0:0", cwd=project, env=server_env(project, server), timeout=60
     )
     assert result.returncode == 2
     assert "is not a loopback address: pass --token-env VAR" in result.stderr
-    unset = subprocess.run(
-        server_command("--http", "0.0.0.0:0", "--token-env", "KERNOS_NO_SUCH_VAR"),
+    unset = _cli.kernos(
+        "mcp",
+        "--http",
+        "0.0.0.0:0",
+        "--token-env",
+        "KERNOS_NO_SUCH_VAR",
         cwd=project,
         env=server_env(project, server),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert unset.returncode == 2

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from kernos._serve import hide_session_ids, session_tag
 from kernos.testing import FakeOpenAIServer, text
+from tests import _cli
 from tests._wait import wait_for
 from tests.mcp.conftest import RECORDER, toml_str
 from tests.serve.conftest import server_command, server_env
@@ -332,12 +333,13 @@ def test_fifteen_sessions_share_one_mcp_server_process(
 def test_bad_session_flags_are_exit_2(
     project: Path, server: FakeOpenAIServer, args: list[str], message: str
 ) -> None:
-    result = subprocess.run(
-        server_command("--http", "127.0.0.1:0", *args),
+    result = _cli.kernos(
+        "mcp",
+        "--http",
+        "127.0.0.1:0",
+        *args,
         cwd=project,
         env=server_env(project, server),
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert result.returncode == 2

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
+from tests import _cli
 from tests.conftest import KERNOS
 from tests.serve.conftest import server_env
 from tests.tasks.tasks_helpers import agent_is
@@ -22,10 +22,7 @@ CHILD = {"prompt": "List the files.", "subagent_type": "explore", "name": "liste
 
 def usage(project: Path, server: FakeOpenAIServer) -> dict[str, object]:
     env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
-    done = subprocess.run(
-        [KERNOS, "usage", "--by", "task", "--json"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    done = _cli.kernos("usage", "--by", "task", "--json", cwd=project, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     document: dict[str, object] = json.loads(done.stdout)
     return document
@@ -90,10 +87,7 @@ async def test_a_repaired_call_of_the_mcp_host_is_logged_and_counted(
     assert len(receipts) == 1, log
     assert receipts[0].endswith('mcp host call: list_files repaired: pattern "" → absent (padding)')
     env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
-    done = subprocess.run(
-        [KERNOS, "usage", "--by", "agent", "--json"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    done = _cli.kernos("usage", "--by", "agent", "--json", cwd=project, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     (group,) = json.loads(done.stdout)["groups"]
     assert (group["agent"], group["requests"]) == ("mcp-host", 0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, messages, text_of
+from tests import _cli
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -55,9 +56,7 @@ def project(tmp_path: Path, explore: str = "", tasks: str = "") -> Path:
 
 def kernos(where: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **server.env(), "KERNOS_HOME": str(where / ".kernos")}
-    return subprocess.run(
-        [KERNOS, *args], cwd=where, env=env, capture_output=True, text=True, timeout=90
-    )
+    return _cli.kernos(*args, cwd=where, env=env, timeout=90)
 
 
 def only_task(where: Path, server: FakeOpenAIServer) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is
+from tests import _cli
 from tests._wait import wait_for
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
@@ -47,10 +48,7 @@ def env(project: Path, server: FakeOpenAIServer) -> dict[str, str]:
 
 
 def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [KERNOS, *args], cwd=project, env=env(project, server), capture_output=True, text=True,
-        timeout=60,
-    )  # fmt: skip
+    return _cli.kernos(*args, cwd=project, env=env(project, server), timeout=60)
 
 
 def script_held_child(gated: GatedServer, started: str = "Started; waiting.") -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from tasks_helpers import agent_is, messages, system, text_of
+from tests import _cli
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
 
@@ -25,9 +26,7 @@ SPAWN = {"prompt": "Survey the repository.", "subagent_type": "explore", "name":
 
 def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
-    return subprocess.run(
-        [KERNOS, *args], cwd=project, env=env, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=project, env=env, timeout=60)
 
 
 def ok(run: subprocess.CompletedProcess[str]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks_helpers import messages, system, text_of, user_texts
+from tests import _cli
 
 from kernos._app import run_agent
 from kernos.runtime import Runtime
@@ -305,10 +306,12 @@ async def test_a_member_ended_in_error_cannot_receive_and_an_oversized_message_i
 
 
 def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [KERNOS, *args], cwd=project, capture_output=True, text=True, timeout=120,
+    return _cli.kernos(
+        *args,
+        cwd=project,
         env={**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")},
-    )  # fmt: skip
+        timeout=120,
+    )
 
 
 def test_through_the_cli_teams_show_and_output_carry_the_team_and_its_mail(

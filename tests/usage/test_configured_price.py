@@ -14,15 +14,13 @@ import pytest
 from kernos.runtime import load_config
 from kernos.runtime._session._usage import reprice
 from kernos.testing import FakeOpenAIServer, text
-from tests.conftest import KERNOS
+from tests import _cli
 
 
 def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("KERNOS_MODEL", "OPENAI_BASE_URL")}
     env = {**base, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
-    return subprocess.run(
-        [KERNOS, *args], cwd=project, env=env, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=project, env=env, timeout=60)
 
 
 def priced(model: str, price: str) -> str:

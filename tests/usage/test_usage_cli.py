@@ -18,8 +18,8 @@ from kernos.runtime._session._usage import (
     total,
 )
 from kernos.testing import FakeOpenAIServer, error, text, tool_call
+from tests import _cli
 from tests.compress.conftest import approving_agent
-from tests.conftest import KERNOS
 
 CONFIG = """
 default_model = "openai-chat:{model}"
@@ -45,9 +45,7 @@ def is_parent(request: dict[str, object]) -> bool:
 
 def kernos(project: Path, server: FakeOpenAIServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **server.env(), "KERNOS_HOME": str(project / ".kernos")}
-    return subprocess.run(
-        [KERNOS, *args], cwd=project, env=env, capture_output=True, text=True, timeout=60
-    )
+    return _cli.kernos(*args, cwd=project, env=env, timeout=60)
 
 
 def run_with_a_child(project: Path, server: FakeOpenAIServer, model: str) -> str:
