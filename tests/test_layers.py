@@ -98,3 +98,16 @@ def test_the_walk_sees_each_import_form() -> None:
     # a subpackage is inside its parent: the channels may use the output package's own modules
     assert not is_foreign_private("kernos.output.channels", "kernos.output._channel")
     assert is_foreign_private("kernos.output", "kernos.output.channels._file")
+
+
+#: a source file past this many lines holds more than one job: split it along its seams
+MAX_LINES = 600
+
+
+def test_no_source_file_is_over_600_lines() -> None:
+    long = {
+        str(path.relative_to(SRC)): lines
+        for path in sorted((SRC / "kernos").rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these along their seams: {long}"

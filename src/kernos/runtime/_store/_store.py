@@ -50,6 +50,7 @@ from kernos.runtime._store._dialect import (
     display_url,
     is_postgres_url,
 )
+from kernos.runtime._store._store_errors import damaged, unopenable, unreachable
 from kernos.runtime._store._store_migrations import _RUNTIME_MIGRATIONS, USAGE_MIGRATIONS
 from kernos.runtime._store._store_migrations import Migration as Migration
 
@@ -72,54 +73,6 @@ _INSERT_KEYED_TURN = (
 
 #: How long the loop waits before retrying writes a locked or failing store did not take.
 RETRY_SECONDS = 0.5
-
-
-def _damaged(where: Path | str | None, exc: BaseException) -> StoreError:
-    where = str(where) if where is not None else "the store"
-    return StoreError(
-        where,
-        f"not a readable kernos store ({exc})",
-        f"move it aside (mv {where} {where}.broken) and run again to start a fresh store",
-    )
-
-
-def _unreachable(dialect: PostgresDialect, exc: BaseException) -> StoreError:
-    return StoreError(
-        dialect.where,
-        f"cannot use this PostgreSQL store ({dialect.unreachable(exc)})",
-        "start the server, or fix the URL in KERNOS_STORE_URL or [store] url in kernos.toml "
-        "(host, port, user, password, database), or unset both to use the SQLite store",
-    )
-
-
-def _unopenable(path: Path, exc: BaseException) -> StoreError:
-    """Why the store's file or directory cannot be opened, with the fix for that case."""
-    home = path.parent
-    if home.exists() and not home.is_dir():
-        return StoreError(
-            home,
-            "is a file, not a directory, so the store cannot live there",
-            "move the file aside or set KERNOS_HOME to a directory",
-        )
-    for parent in home.parents:
-        if parent.exists() and not parent.is_dir():
-            return StoreError(
-                home,
-                f"cannot be created because {parent} is a file",
-                "set KERNOS_HOME to a directory you can write",
-            )
-    if path.is_dir():
-        return StoreError(
-            path,
-            "is a directory, not a database file",
-            "move it aside and run again to start a fresh store",
-        )
-    reason = getattr(exc, "strerror", None) or str(exc)
-    return StoreError(
-        path,
-        f"cannot be opened for writing ({reason})",
-        f"make {home} and the file writable by you, or set KERNOS_HOME to a writable directory",
-    )
 
 
 def _tables(migrations: Sequence[Migration]) -> set[str]:
@@ -182,11 +135,11 @@ class Store:
         except self._dialect.Error as exc:
             self._conn.close()
             if self._dialect.is_damage(exc):
-                raise _damaged(self.path, exc) from None
+                raise damaged(self.path, exc) from None
             if isinstance(self._dialect, PostgresDialect) and self._dialect.is_unreachable(exc):
-                raise _unreachable(self._dialect, exc) from None
+                raise unreachable(self._dialect, exc) from None
             if self.path is not None:
-                raise _unopenable(self.path, exc) from None
+                raise unopenable(self.path, exc) from None
             raise
 
     def _open_sqlite(self) -> None:
@@ -198,7 +151,7 @@ class Store:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._conn = self._dialect.connect()
         except (OSError, sqlite3.Error) as exc:
-            raise _unopenable(self.path, exc) from None
+            raise unopenable(self.path, exc) from None
 
     def _open_postgres(self, url: str) -> None:
         from kernos.runtime._store._dialect import url_password
@@ -209,7 +162,7 @@ class Store:
         try:
             self._conn = dialect.connect()
         except dialect.Error as exc:
-            raise _unreachable(dialect, exc) from None
+            raise unreachable(dialect, exc) from None
 
     @property
     def dialect(self) -> str:
@@ -405,7 +358,7 @@ class Store:
             yield
         except self._dialect.DatabaseError as exc:
             if self._dialect.is_damage(exc):
-                raise _damaged(self.path, exc) from None
+                raise damaged(self.path, exc) from None
             raise
 
     @contextmanager
