@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -77,3 +78,16 @@ def user_texts(server: FakeOpenAIServer, marker: str) -> list[str]:
                 if message.get("role") == "user" and text_of(message) not in seen:
                     seen.append(text_of(message))
     return seen
+
+
+def seen(match: Callable[[dict[str, Any]], bool], event: threading.Event) -> Callable[..., bool]:
+    """``match``, setting ``event`` once a request matches it: a test holds another answer on
+    ``event`` until that request has arrived (a child running, not still queued)."""
+
+    def check(request: dict[str, Any]) -> bool:
+        if match(request):
+            event.set()
+            return True
+        return False
+
+    return check

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tasks_helpers import agent_is
+from tasks_helpers import agent_is, seen
 from tests import _cli
 from tests._wait import wait_for
 
@@ -126,19 +126,12 @@ def test_a_killed_run_leaves_its_child_lost(project: Path, gated: GatedServer) -
 
 def test_no_wait_abandons_unfinished_children_as_lost(project: Path, gated: GatedServer) -> None:
     running = threading.Event()  # the child is in its model request here, not still queued
-
-    def child(request: dict[str, Any]) -> bool:
-        if agent_is("EXPLORE-AGENT")(request):
-            running.set()
-            return True
-        return False
-
     # the parent answers once its child runs: a child still queued when a --no-wait run leaves
     # is the executors' to run (on the DBOS engine), not lost
     gated.script(
         tool_call("task", SPAWN, when=agent_is("MAIN-AGENT", "survey it")),
         text("Started; not waiting.", when=agent_is("MAIN-AGENT", "Started task"), hold=running),
-        text("never delivered", when=child, hold=gated.gate),
+        text("never delivered", when=seen(agent_is("EXPLORE-AGENT"), running), hold=gated.gate),
     )
     run = kernos(project, gated, "run", "survey it", "--no-wait", "-q")
     assert run.returncode == 0, run.stderr

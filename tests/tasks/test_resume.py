@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tasks_helpers import agent_is, messages, system, text_of
+from tasks_helpers import agent_is, messages, seen, system, text_of
 from tests import _cli
 
 from kernos.testing import FakeOpenAIServer, text, tool_call
@@ -246,19 +246,12 @@ def test_at_exit_settled_children_are_evicted_and_unfinished_ones_disposed(
     slow = {"prompt": "Slow job.", "subagent_type": "explore", "name": "slow",
             "run_in_background": True}  # fmt: skip
     running = threading.Event()  # the slow child is in its model request, not still queued
-
-    def slow_child(request: dict[str, Any]) -> bool:
-        if agent_is("EXPLORE-AGENT")(request):
-            running.set()
-            return True
-        return False
-
     gated.script(
         tool_call("task", quick, when=agent_is("MAIN-AGENT", "two jobs")),
         text("Quick done.", when=agent_is("QUICK-WORKER")),
         tool_call("task", slow, when=agent_is("MAIN-AGENT", "Quick done.")),
         text("Not waiting.", when=agent_is("MAIN-AGENT", "Started task"), hold=running),
-        text("never delivered", when=slow_child, hold=gated.gate),
+        text("never delivered", when=seen(agent_is("EXPLORE-AGENT"), running), hold=gated.gate),
     )
     ok(kernos(project, gated, "run", "two jobs", "--no-wait", "-q"))
     states = {t["name"]: (t["status"], t["residency"]) for t in tasks(project, gated)}
