@@ -37,7 +37,7 @@ test: $(STAMP) inspector conformance
 	@$(MAKE) --no-print-directory lint
 	@echo "$(BIN)/mypy  (beside pytest: its report follows pytest's)"; \
 	$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & typecheck=$$!; \
-	$(MAKE) --no-print-directory pytest; tests=$$?; \
+	$(PYTEST_FAST); tests=$$?; \
 	wait $$typecheck; types=$$?; cat $(VENV)/mypy.log; \
 	test $$tests -eq 0 && test $$types -eq 0
 
@@ -59,8 +59,9 @@ typecheck: $(STAMP)
 ## KERNOS_TEST_FORK=0: plain subprocesses); the 15 slowest tests are listed at the end, where
 ## the suite's time goes
 PYTEST_WORKERS ?= auto
+PYTEST_FAST = KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15 -m "not slow"
 pytest: $(STAMP) inspector conformance
-	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15 -m "not slow"
+	$(PYTEST_FAST)
 
 pytest-slow: $(STAMP) inspector conformance
 	KERNOS_REQUIRE_POSTGRES=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --durations=15 -m slow
